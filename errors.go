@@ -1,0 +1,39 @@
+package etcdlock
+
+import "errors"
+
+// The sentinel errors of etcdlock. Every error the package returns wraps one of
+// these (or a context error), together with the lock name where there is one, so
+// callers test with errors.Is.
+var (
+	// ErrLocked is returned by TryLock when the lock is held or waited on.
+	ErrLocked = errors.New("etcdlock: locked")
+	// ErrNotHeld is returned by Unlock, Resign and Proclaim of a grant that was
+	// lost before the call; the error also wraps the cause of the loss.
+	ErrNotHeld = errors.New("etcdlock: not held")
+	// ErrReleased is the cause of Lock.Context and Leadership.Context after
+	// Unlock and Resign.
+	ErrReleased = errors.New("etcdlock: released")
+	// ErrSessionExpired means the session's lease ran out, was revoked, its
+	// validity clock ran out, or its client was closed.
+	ErrSessionExpired = errors.New("etcdlock: session expired")
+	// ErrSessionClosed means Session.Close was called.
+	ErrSessionClosed = errors.New("etcdlock: session closed")
+	// ErrLockLost is the cause when a grant's key was deleted by someone else
+	// while the session's lease lives.
+	ErrLockLost = errors.New("etcdlock: lock lost")
+	// ErrStaleToken is returned by Fence for a token below the highest admitted,
+	// or a token <= 0.
+	ErrStaleToken = errors.New("etcdlock: stale token")
+	// ErrNoLeader is returned by Election.Leader when nobody leads.
+	ErrNoLeader = errors.New("etcdlock: no leader")
+	// ErrInvalidName is returned for an empty name, a name over 1024 bytes, or
+	// a name that is not valid UTF-8.
+	ErrInvalidName = errors.New("etcdlock: invalid name")
+	// ErrInvalidArgument is returned for a nil session or client, a bad TTL, an
+	// empty identity, a nil logger, a semaphore size below 1, and similar.
+	ErrInvalidArgument = errors.New("etcdlock: invalid argument")
+	// ErrKindMismatch is returned when a name is already used by another kind
+	// of recipe (or by a semaphore of another size).
+	ErrKindMismatch = errors.New("etcdlock: kind mismatch")
+)

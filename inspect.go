@@ -1,0 +1,163 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const listPage = 1000
+
+// Entry is one key of a lock's queue: a holder or a waiter.
+type Entry struct {
+	Key      string
+	Token    Token
+	Lease    clientv3.LeaseID
+	Identity string
+	Kind     string // "mutex", "election", "semaphore", "rwmutex"
+	Mode     string // "read" or "write" for an RWMutex; "" otherwise
+	Value    string // the election value; "" otherwise
+}
+
+// LockState is what Describe and List report about one name.
+type LockState struct {
+	Name     string
+	Holder   *Entry  // nil when free; &Holders[0] otherwise
+	Holders  []Entry // every current holder, lowest token first
+	Waiters  []Entry // in grant order
+	Revision int64   // the etcd revision this state was read at
+}
+
+// Describe reads the holders and waiters of name in one linearizable read.
+// A free name gives a LockState with no holder and no waiters. It returns an
+// error wrapping ErrInvalidArgument for a nil client, ErrInvalidName for a bad
+// name, and the read's error (wrapping ctx's) otherwise. Describe is a
+// snapshot: the state may change as soon as it returns.
+func Describe(ctx context.Context, cli *clientv3.Client, name string) (*LockState, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("etcdlock: describe %q: %w: nil client", name, ErrInvalidArgument)
+	}
+	if err := validateName(name); err != nil {
+		return nil, fmt.Errorf("etcdlock: describe: %w", err)
+	}
+	resp, err := cli.Get(ctx, namePrefix(name), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: describe %q: %w", name, ctxErr(ctx, err))
+	}
+	st := buildState(name, resp.Kvs, resp.Header.Revision)
+	return &st, nil
+}
+
+// List returns the state of every name that starts with prefix ("" for all)
+// and has a holder or a waiter, sorted by name, read at one revision (in
+// pages of 1000 keys). It returns an error wrapping ErrInvalidArgument for a
+// nil client, and the read's error (wrapping ctx's) otherwise.
+func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("etcdlock: list %q: %w: nil client", prefix, ErrInvalidArgument)
+	}
+	start := listPrefix(prefix)
+	end := clientv3.GetPrefixRangeEnd(start)
+	byName := map[string][]*mvccpb.KeyValue{}
+	var rev int64
+	for key := start; ; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("etcdlock: list %q: %w", prefix, ctxErr(ctx, err))
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			pk, ok := parseKey(string(kv.Key))
+			if !ok || !strings.HasPrefix(pk.name, prefix) {
+				continue
+			}
+			byName[pk.name] = append(byName[pk.name], kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	out := make([]LockState, 0, len(byName))
+	for name, kvs := range byName {
+		sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
+		out = append(out, buildState(name, kvs, rev))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// buildState splits a name's keys (sorted by create revision) into holders
+// and waiters by the rules of the kind of the first key.
+func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
+	st := LockState{Name: name, Revision: rev}
+	entries := make([]Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		pk, ok := parseKey(string(kv.Key))
+		if !ok || pk.name != name {
+			continue
+		}
+		kind, mode := kindOfTag(pk.tag)
+		v := decodeValue(kv.Value)
+		entries = append(entries, Entry{
+			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
+			Identity: v.Identity, Kind: kind, Mode: mode, Value: v.Value,
+		})
+	}
+	n := holderCount(entries)
+	if n > 0 {
+		st.Holders = entries[:n:n]
+		st.Holder = &st.Holders[0]
+	}
+	if len(entries) > n {
+		st.Waiters = entries[n:]
+	}
+	return st
+}
+
+// holderCount says how many of the entries (in grant order) hold.
+func holderCount(entries []Entry) int {
+	if len(entries) == 0 {
+		return 0
+	}
+	first := entries[0]
+	switch first.Kind {
+	case kindSemaphore:
+		size, err := strconv.Atoi(strings.TrimPrefix(tagOf(namePrefixOfKey(first.Key), first.Key), "s"))
+		if err != nil || size < 1 {
+			return 1
+		}
+		return min(size, len(entries))
+	case kindRWMutex:
+		if first.Mode == "write" {
+			return 1
+		}
+		n := 0
+		for n < len(entries) && entries[n].Mode == "read" {
+			n++
+		}
+		return n
+	}
+	return 1
+}
+
+// namePrefixOfKey returns the "etcdlock/<escaped>%/" part of a key.
+func namePrefixOfKey(key string) string {
+	i := strings.Index(key, nameEnd)
+	if i < 0 {
+		return ""
+	}
+	return key[:i+len(nameEnd)]
+}

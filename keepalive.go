@@ -1,0 +1,430 @@
+package etcdlock
+
+// This file holds the keeper: one keepalive stream per client, shared by all
+// of the client's sessions and pinned to the etcd leader's endpoint
+// (DESIGN.md, "Scale: keepalives go to the leader").
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+const (
+	statusTimeout  = time.Second
+	leaderCheck    = 2 * time.Second
+	wallSweep      = time.Second
+	minStall       = 500 * time.Millisecond
+	reconnectFloor = 50 * time.Millisecond
+	reconnectCeil  = time.Second
+)
+
+var (
+	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader")
+	errStalled     = errors.New("etcdlock: keepalive stream stalled")
+	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
+)
+
+type keeperKey struct {
+	cli    *clientv3.Client
+	pinned bool
+}
+
+// keepers holds the running keepers, one per client and pinning mode.
+var keepers = struct {
+	sync.Mutex
+	m map[keeperKey]*keeper
+}{m: map[keeperKey]*keeper{}}
+
+// keeper sends the keepalives of every session of one client over one
+// stream. Sessions register with add and leave with remove; the keeper stops
+// when its last session leaves or its client closes (then it ends every
+// session still registered with ErrSessionExpired).
+type keeper struct {
+	key  keeperKey
+	cli  *clientv3.Client
+	log  *zap.Logger
+	refs int // guarded by keepers' mutex
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+
+	mu       sync.Mutex
+	sessions map[clientv3.LeaseID]*Session
+	seq      map[*Session]uint64
+	sched    schedHeap
+	stopped  bool
+	kick     chan struct{}
+
+	// stall detection, guarded by mu
+	outstanding  int
+	firstUnacked time.Time // the last progress: first send after idle, or an ack
+	minTTL       time.Duration
+}
+
+func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
+	keepers.Lock()
+	defer keepers.Unlock()
+	key := keeperKey{cli, pinned}
+	if k := keepers.m[key]; k != nil {
+		k.refs++
+		return k
+	}
+	ctx, cancel := context.WithCancel(cli.Ctx())
+	k := &keeper{
+		key: key, cli: cli, log: log, refs: 1,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		sessions: map[clientv3.LeaseID]*Session{},
+		seq:      map[*Session]uint64{},
+		kick:     make(chan struct{}, 1),
+	}
+	keepers.m[key] = k
+	go k.run()
+	return k
+}
+
+// add registers s with its first keepalive due at due; false if the keeper
+// already stopped (its client closed).
+func (k *keeper) add(s *Session, due time.Time) bool {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return false
+	}
+	k.sessions[s.lease] = s
+	if k.minTTL == 0 || s.ttl < k.minTTL {
+		k.minTTL = s.ttl
+	}
+	k.pushLocked(s, due)
+	k.mu.Unlock()
+	k.wake()
+	return true
+}
+
+// remove unregisters s and drops the keeper's reference; the last reference
+// stops the keeper (without waiting: see waitStopped).
+func (k *keeper) remove(s *Session) {
+	k.mu.Lock()
+	delete(k.sessions, s.lease)
+	delete(k.seq, s)
+	k.mu.Unlock()
+
+	keepers.Lock()
+	k.refs--
+	last := k.refs == 0
+	if last && keepers.m[k.key] == k {
+		delete(keepers.m, k.key)
+	}
+	keepers.Unlock()
+	if last {
+		k.cancel()
+	}
+}
+
+// waitStopped waits for the keeper's goroutine if the keeper has stopped.
+func (k *keeper) waitStopped() {
+	if k.ctx.Err() != nil {
+		<-k.done
+	}
+}
+
+func (k *keeper) wake() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *keeper) pushLocked(s *Session, due time.Time) {
+	k.seq[s]++
+	heap.Push(&k.sched, schedEntry{due: due, s: s, seq: k.seq[s]})
+}
+
+func (k *keeper) push(s *Session, due time.Time) {
+	k.mu.Lock()
+	if _, ok := k.sessions[s.lease]; ok {
+		k.pushLocked(s, due)
+	}
+	k.mu.Unlock()
+	k.wake()
+}
+
+// popDue returns the sessions whose keepalive is due and when the next one is.
+func (k *keeper) popDue(now time.Time) (due []*Session, next time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.sched.Len() > 0 {
+		e := k.sched[0]
+		if e.due.After(now) {
+			return due, e.due
+		}
+		heap.Pop(&k.sched)
+		if k.seq[e.s] != e.seq {
+			continue // rescheduled or removed
+		}
+		due = append(due, e.s)
+	}
+	return due, now.Add(time.Hour)
+}
+
+func (k *keeper) snapshot() []*Session {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*Session, 0, len(k.sessions))
+	for _, s := range k.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (k *keeper) run() {
+	defer close(k.done)
+	backoff := reconnectFloor
+	for k.ctx.Err() == nil {
+		conn, ep, owned := k.connect()
+		start := time.Now()
+		err := k.serve(conn, ep)
+		if owned {
+			_ = conn.Close()
+		}
+		if k.ctx.Err() != nil {
+			break
+		}
+		k.log.Debug("keepalive stream ended", zap.String("endpoint", ep), zap.Error(err))
+		if time.Since(start) > 5*time.Second {
+			backoff = reconnectFloor
+		}
+		if !sleepCtx(k.ctx, jitter(backoff)) {
+			break
+		}
+		backoff = min(2*backoff, reconnectCeil)
+	}
+	k.mu.Lock()
+	k.stopped = true
+	k.mu.Unlock()
+	if k.cli.Ctx().Err() != nil {
+		for _, s := range k.snapshot() {
+			s.expire(ErrSessionExpired, "client closed")
+		}
+	}
+}
+
+// connect returns the connection for the next stream: with pinning, a
+// connection to the client's own endpoint that reaches the leader (so the
+// keepalives cross the same network path, credentials and dial options as
+// the data), else (or while no leader is known) the client's balanced one.
+func (k *keeper) connect() (conn *grpc.ClientConn, ep string, owned bool) {
+	if k.key.pinned {
+		if ep = k.leaderEndpoint(); ep != "" {
+			c, err := k.cli.Dial(ep)
+			if err == nil {
+				return c, ep, true
+			}
+			k.log.Debug("dial leader endpoint", zap.String("endpoint", ep), zap.Error(err))
+		}
+	}
+	return k.cli.ActiveConnection(), "", false
+}
+
+// leaderEndpoint asks every endpoint of the client for its status and
+// returns the one whose member is the leader most members report, "" if none.
+func (k *keeper) leaderEndpoint() string {
+	eps := k.cli.Endpoints()
+	type answer struct {
+		ep             string
+		member, leader uint64
+	}
+	answers := make(chan answer, len(eps))
+	var wg sync.WaitGroup
+	for _, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
+			defer cancel()
+			resp, err := k.cli.Status(ctx, ep)
+			if err != nil {
+				return
+			}
+			answers <- answer{ep, resp.Header.MemberId, resp.Leader}
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	votes := map[uint64]int{}
+	byMember := map[uint64]string{}
+	for a := range answers {
+		byMember[a.member] = a.ep
+		if a.leader != 0 {
+			votes[a.leader]++
+		}
+	}
+	var best uint64
+	for id, n := range votes {
+		if n > votes[best] {
+			best = id
+		}
+	}
+	return byMember[best]
+}
+
+// serve runs one keepalive stream on conn until it fails, stalls, its
+// endpoint stops being the leader, or the keeper stops.
+func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
+	sctx, scancel := context.WithCancel(clientv3.WithRequireLeader(k.ctx))
+	defer scancel()
+	stream, err := pb.NewLeaseClient(conn).LeaseKeepAlive(sctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range k.snapshot() {
+		s.resetInflight()
+		k.push(s, time.Now())
+	}
+	k.mu.Lock()
+	k.outstanding, k.firstUnacked = 0, time.Time{}
+	k.mu.Unlock()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- k.recvLoop(stream) }()
+	defer func() {
+		scancel()
+		<-recvErr
+	}()
+
+	checkTick := time.NewTicker(leaderCheck)
+	defer checkTick.Stop()
+	sweepTick := time.NewTicker(wallSweep)
+	defer sweepTick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		due, next := k.popDue(now)
+		for _, s := range due {
+			if !s.recordSend(now) {
+				continue
+			}
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.lease)}); err != nil {
+				return err
+			}
+			k.mu.Lock()
+			if k.outstanding == 0 {
+				k.firstUnacked = now
+			}
+			k.outstanding++
+			k.mu.Unlock()
+			k.push(s, now.Add(max(s.ttl/10, 100*time.Millisecond)))
+		}
+		if err := k.stalled(now); err != nil {
+			return err
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-k.kick:
+		case err := <-recvErr:
+			recvErr <- err // for the deferred receive
+			return err
+		case <-checkTick.C:
+			if err := k.checkLeader(conn, ep); err != nil {
+				return err
+			}
+		case <-sweepTick.C:
+			for _, s := range k.snapshot() {
+				s.checkExpiry()
+			}
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}
+}
+
+// stalled reports a stream on which requests have gone unanswered for a
+// fifth of the shortest TTL (at least 500ms): the path or member is dead even if
+// TCP has not noticed yet.
+func (k *keeper) stalled(now time.Time) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.outstanding == 0 {
+		return nil
+	}
+	if now.Sub(k.firstUnacked) > max(minStall, k.minTTL/5) {
+		return errStalled
+	}
+	return nil
+}
+
+// checkLeader returns an error when the stream should move: its endpoint is
+// no longer the leader, or (unpinned fallback while pinning) a leader is known
+// again.
+func (k *keeper) checkLeader(conn *grpc.ClientConn, ep string) error {
+	if !k.key.pinned {
+		return nil
+	}
+	if ep == "" {
+		if k.leaderEndpoint() != "" {
+			return errLeaderFound
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
+	defer cancel()
+	resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return nil // the stream itself tells us when the member is gone
+	}
+	if resp.Leader != resp.Header.MemberId {
+		return errLeaderMoved
+	}
+	return nil
+}
+
+func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		k.mu.Lock()
+		s := k.sessions[clientv3.LeaseID(resp.ID)]
+		if k.outstanding > 0 {
+			k.outstanding--
+		}
+		k.firstUnacked = time.Now()
+		k.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		if next, ok := s.onAck(resp.TTL); ok {
+			k.push(s, next)
+		}
+	}
+}
+
+type schedEntry struct {
+	due time.Time
+	s   *Session
+	seq uint64
+}
+
+type schedHeap []schedEntry
+
+func (h schedHeap) Len() int           { return len(h) }
+func (h schedHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h schedHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *schedHeap) Push(x any)        { *h = append(*h, x.(schedEntry)) }
+func (h *schedHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,198 @@
+package etcdlock
+
+// This file holds the frozen key layout (API.md, "Keys"). Two builds of the
+// library, or the library and the CLI, must agree on it byte for byte.
+//
+//	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<random hex>
+//
+// Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
+// other byte as it is, so an escaped name never contains "%/" and no name's
+// key range contains another's.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	keyRoot      = "etcdlock/"
+	nameEnd      = "%/"
+	maxNameBytes = 1024
+
+	tagMutex    = "m"
+	tagElection = "e"
+	tagReader   = "r"
+	tagWriter   = "w"
+)
+
+// Kind names as they appear in Entry.Kind.
+const (
+	kindMutex     = "mutex"
+	kindElection  = "election"
+	kindSemaphore = "semaphore"
+	kindRWMutex   = "rwmutex"
+)
+
+// validateName checks a lock name: non-empty, valid UTF-8, at most 1024 bytes.
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	case len(name) > maxNameBytes:
+		return fmt.Errorf("%w: name of %d bytes is longer than %d", ErrInvalidName, len(name), maxNameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: name %q is not valid UTF-8", ErrInvalidName, name)
+	}
+	return nil
+}
+
+func needsEscape(c byte) bool { return c == '%' || c < 0x20 || c == 0x7f }
+
+// escapeName percent-encodes '%', 0x00-0x1f and 0x7f (upper-case hex).
+func escapeName(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if needsEscape(c) {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// unescapeName reverses escapeName.
+func unescapeName(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), true
+}
+
+// namePrefix is the key prefix of every key of one name: "etcdlock/<escaped>%/".
+func namePrefix(name string) string { return keyRoot + escapeName(name) + nameEnd }
+
+// listPrefix is the key prefix under which every name starting with prefix lives.
+func listPrefix(prefix string) string { return keyRoot + escapeName(prefix) }
+
+// newWaiterKey returns a fresh, never reused key for one acquisition.
+func newWaiterKey(dir, tag string, lease clientv3.LeaseID) (string, error) {
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("etcdlock: random key suffix: %w", err)
+	}
+	return dir + tag + "/" + strconv.FormatInt(int64(lease), 16) + "-" + hex.EncodeToString(r[:]), nil
+}
+
+// parsedKey is a key split along the frozen layout.
+type parsedKey struct {
+	name string // unescaped lock name
+	tag  string // kind tag
+	id   string // waiter id
+}
+
+// parseKey splits a full key; ok is false for keys that are not ours.
+func parseKey(key string) (parsedKey, bool) {
+	rest, ok := strings.CutPrefix(key, keyRoot)
+	if !ok {
+		return parsedKey{}, false
+	}
+	esc, rest, ok := strings.Cut(rest, nameEnd)
+	if !ok {
+		return parsedKey{}, false
+	}
+	tag, id, ok := strings.Cut(rest, "/")
+	if !ok || tag == "" || id == "" {
+		return parsedKey{}, false
+	}
+	name, ok := unescapeName(esc)
+	if !ok {
+		return parsedKey{}, false
+	}
+	return parsedKey{name: name, tag: tag, id: id}, true
+}
+
+// tagOf returns the kind tag of a key below dir, "" if it has none.
+func tagOf(dir, key string) string {
+	rest, ok := strings.CutPrefix(key, dir)
+	if !ok {
+		return ""
+	}
+	tag, _, _ := strings.Cut(rest, "/")
+	return tag
+}
+
+// kindOfTag maps a kind tag to its Entry.Kind and Entry.Mode.
+func kindOfTag(tag string) (kind, mode string) {
+	switch {
+	case tag == tagMutex:
+		return kindMutex, ""
+	case tag == tagElection:
+		return kindElection, ""
+	case tag == tagReader:
+		return kindRWMutex, "read"
+	case tag == tagWriter:
+		return kindRWMutex, "write"
+	case strings.HasPrefix(tag, "s"):
+		return kindSemaphore, ""
+	}
+	return "unknown", ""
+}
+
+// tagsCompatible reports whether keys with tags a and b may share a queue.
+func tagsCompatible(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ka, _ := kindOfTag(a)
+	kb, _ := kindOfTag(b)
+	return ka == kindRWMutex && kb == kindRWMutex
+}
+
+// keyValue is the JSON value stored with every key.
+type keyValue struct {
+	V        int    `json:"v"`
+	Identity string `json:"identity"`
+	Value    string `json:"value"`
+}
+
+func encodeValue(identity, value string) string {
+	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value})
+	if err != nil { // cannot happen for two strings
+		return `{"v":1}`
+	}
+	return string(b)
+}
+
+func decodeValue(b []byte) keyValue {
+	var v keyValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return keyValue{}
+	}
+	return v
+}

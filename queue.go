@@ -1,0 +1,516 @@
+package etcdlock
+
+// This file holds the revision-ordered waiter queue that every recipe is
+// built on (DESIGN.md, "The queue"). Each acquisition puts one key, unique and
+// never reused, under the lock's prefix, attached to the session's lease. Its
+// create revision is its place in line and its fencing token. A waiter
+// watches only the key(s) its policy names, so a release wakes one waiter.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	futureRevRetries = 3
+	lossLookup       = 3 * time.Second
+)
+
+// policy decides, from the keys created before mine (nearest first, at most
+// lookback of them), whether I hold the grant, and if not which key to watch.
+type policy interface {
+	lookback() int64
+	decide(ahead []*mvccpb.KeyValue) (granted bool, watch string)
+}
+
+// exclusive is the Mutex and Election policy: granted when nobody is ahead,
+// else watch the nearest key ahead.
+type exclusive struct{}
+
+func (exclusive) lookback() int64 { return 1 }
+func (exclusive) decide(ahead []*mvccpb.KeyValue) (bool, string) {
+	if len(ahead) == 0 {
+		return true, ""
+	}
+	return false, string(ahead[0].Key)
+}
+
+// hookPoint names a point of an acquisition where package-internal tests
+// can interfere (cancel a context, fake an error).
+type hookPoint int
+
+const (
+	hookBeforeEnqueue hookPoint = iota // before the enqueue Txn is sent
+	hookEnqueued                       // the enqueue Txn returned; err is its error
+	hookWaiting                        // a predecessor watch is open
+	hookHandoffRead                    // before a read of the queue at a revision
+)
+
+// testHook, when set, is called at each hookPoint with the error at that
+// point and returns the error to go on with. Only tests set it.
+var testHook atomic.Pointer[func(p hookPoint, err error) error]
+
+func runHook(p hookPoint, err error) error {
+	if h := testHook.Load(); h != nil {
+		return (*h)(p, err)
+	}
+	return err
+}
+
+// queue is one name's queue for one kind of recipe.
+type queue struct {
+	s    *Session
+	name string
+	dir  string // namePrefix(name)
+	tag  string
+	verb string // for error messages: "lock", "campaign", ...
+}
+
+func newQueue(s *Session, name, tag, verb string) (queue, error) {
+	if s == nil {
+		return queue{}, fmt.Errorf("etcdlock: %s %q: %w: nil session", verb, name, ErrInvalidArgument)
+	}
+	if err := validateName(name); err != nil {
+		return queue{}, fmt.Errorf("etcdlock: %s: %w", verb, err)
+	}
+	return queue{s: s, name: name, dir: namePrefix(name), tag: tag, verb: verb}, nil
+}
+
+func (q queue) errorf(err error) error {
+	return fmt.Errorf("etcdlock: %s %q: %w", q.verb, q.name, err)
+}
+
+// waiter is one acquisition: its key, its place, and the context that ends
+// when the grant is lost or released.
+type waiter struct {
+	q    queue
+	key  string
+	rev  int64
+	ctx  context.Context // child of the session's context
+	lose context.CancelCauseFunc
+
+	monitorOnce sync.Once
+}
+
+// acquire enqueues and waits until pol grants. On any failure the key is
+// deleted at once, or by the session's reaper when the cluster does not answer.
+func (q queue) acquire(ctx context.Context, value string, pol policy) (*waiter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
+	if err := q.s.live(); err != nil {
+		return nil, q.errorf(err)
+	}
+	w, ahead, known, err := q.enqueue(ctx, value, pol)
+	if err != nil {
+		return nil, q.errorf(err)
+	}
+	if err := w.wait(ctx, pol, ahead, known); err != nil {
+		w.abandon(err)
+		return nil, q.errorf(err)
+	}
+	return w, nil
+}
+
+func (q queue) newWaiter(key string, rev int64) *waiter {
+	w := &waiter{q: q, key: key, rev: rev}
+	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)
+	return w
+}
+
+// enqueue puts a new key at the end of the queue in one Txn that also returns
+// the keys ahead of it (the Get runs before the Put). known is false when a
+// retry found the key already written (unknown outcome of the first try): the
+// keys ahead must then be read.
+func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter, ahead []*mvccpb.KeyValue, known bool, err error) {
+	key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	getOpts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	if n := pol.lookback(); n > 0 {
+		getOpts = append(getOpts, clientv3.WithLimit(n))
+	}
+	txn := func() (*clientv3.TxnResponse, error) {
+		return q.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpGet(q.dir, getOpts...),
+				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+	}
+	backoff := 20 * time.Millisecond
+	for {
+		if err := runHook(hookBeforeEnqueue, nil); err != nil {
+			return nil, nil, false, err
+		}
+		resp, err := txn()
+		err = runHook(hookEnqueued, err)
+		if err == nil {
+			if resp.Succeeded {
+				w = q.newWaiter(key, resp.Header.Revision)
+				ahead = resp.Responses[0].GetResponseRange().Kvs
+				known = true
+			} else {
+				kvs := resp.Responses[0].GetResponseRange().Kvs
+				if len(kvs) == 0 { // cannot happen: the Else branch runs only when the key exists
+					return nil, nil, false, fmt.Errorf("etcdlock: enqueue: key %s vanished", key)
+				}
+				w = q.newWaiter(key, kvs[0].CreateRevision)
+			}
+			break
+		}
+		if q.s.failed(err) != nil {
+			return nil, nil, false, ErrSessionExpired // nothing was written: the lease is gone
+		}
+		if ctx.Err() != nil {
+			// The Txn may have been applied: the reaper deletes the key if it exists.
+			q.s.reap(key, 0, nil)
+			return nil, nil, false, ctxErr(ctx, err)
+		}
+		if serr := q.s.live(); serr != nil {
+			return nil, nil, false, serr
+		}
+		q.s.log.Debug("enqueue failed, retrying", zap.String("key", key), zap.Error(err))
+		if !sleepCtx(ctx, jitter(backoff)) {
+			q.s.reap(key, 0, nil)
+			return nil, nil, false, ctxErr(ctx, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	if len(ahead) > 0 && !tagsCompatible(tagOf(q.dir, string(ahead[0].Key)), q.tag) {
+		kind, _ := kindOfTag(tagOf(q.dir, string(ahead[0].Key)))
+		w.abandon(nil)
+		return nil, nil, false, fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+	}
+	return w, ahead, known, nil
+}
+
+// abandon gives up the acquisition: it ends the waiter's context and deletes
+// its key through the reaper (which tries at once).
+func (w *waiter) abandon(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	w.lose(cause)
+	w.q.s.reap(w.key, w.rev, nil)
+}
+
+// wait blocks until pol grants, ctx ends, or the key or session is lost.
+func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue, known bool) error {
+	if !known {
+		var err error
+		if ahead, err = w.read(ctx, 0, pol); err != nil {
+			return err
+		}
+	}
+	for {
+		granted, next := pol.decide(ahead)
+		if granted {
+			if err := w.ctx.Err(); err != nil {
+				return context.Cause(w.ctx)
+			}
+			return w.q.s.live()
+		}
+		w.startMonitor() // a waiter notices at once when its own key is gone
+		var err error
+		if ahead, err = w.await(ctx, pol, next); err != nil {
+			return err
+		}
+	}
+}
+
+// await watches key (a key ahead of mine) until the policy's decision changes,
+// and returns the keys ahead at that point. A watch that fails is re-opened
+// from the last revision seen + 1, so no failure costs the waiter its place.
+func (w *waiter) await(ctx context.Context, pol policy, key string) ([]*mvccpb.KeyValue, error) {
+	var from int64 // 0: a fresh, synced watch with a created notification
+	backoff := 50 * time.Millisecond
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		opts := []clientv3.OpOption{clientv3.WithFilterPut()}
+		if from == 0 {
+			opts = append(opts, clientv3.WithCreatedNotify())
+		} else {
+			opts = append(opts, clientv3.WithRev(from))
+		}
+		ahead, next, err := w.consume(ctx, w.q.s.cli.Watch(wctx, key, opts...), pol, key, from)
+		cancel()
+		if ahead != nil || err != nil {
+			return ahead, err
+		}
+		if next > from {
+			backoff = 50 * time.Millisecond
+		}
+		from = next
+		select {
+		case <-time.After(jitter(backoff)):
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, ctx.Err())
+		case <-w.ctx.Done():
+			return nil, context.Cause(w.ctx)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// consume reads one watch. It returns the new keys ahead when the decision
+// changed, an error when the wait must end, or neither with the revision to
+// resume from (0: start fresh) when the watch ended.
+func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy, key string, from int64) ([]*mvccpb.KeyValue, int64, error) {
+	next := from
+	_ = runHook(hookWaiting, nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctxErr(ctx, ctx.Err())
+		case <-w.ctx.Done():
+			return nil, 0, context.Cause(w.ctx)
+		case resp, ok := <-wch:
+			if !ok {
+				return nil, next, nil
+			}
+			if resp.CompactRevision != 0 {
+				// Events we needed may be gone: re-read, then watch afresh.
+				ahead, changed, err := w.check(ctx, 0, pol, key)
+				if err != nil || changed {
+					return ahead, 0, err
+				}
+				return nil, 0, nil
+			}
+			if resp.Canceled || resp.Err() != nil {
+				w.q.s.log.Debug("watch ended", zap.String("key", key), zap.Error(resp.Err()))
+				return nil, next, nil
+			}
+			if resp.Created {
+				// The predecessor may have gone before the watch began: check
+				// the queue at the watch's start revision. A start below my
+				// revision means the watch's member is behind my write; it
+				// will deliver the predecessor's delete, so there is nothing
+				// to check yet.
+				c := resp.Header.Revision
+				next = c + 1
+				if c >= w.rev {
+					ahead, changed, err := w.check(ctx, c, pol, key)
+					if err != nil || changed {
+						return ahead, 0, err
+					}
+				}
+				continue
+			}
+			for _, ev := range resp.Events {
+				if ev.Type != mvccpb.DELETE {
+					continue
+				}
+				ahead, changed, err := w.check(ctx, ev.Kv.ModRevision, pol, key)
+				if err != nil || changed {
+					return ahead, 0, err
+				}
+			}
+			if resp.Header.Revision >= next {
+				next = resp.Header.Revision + 1
+			}
+		}
+	}
+}
+
+// check reads the queue at rev (0: now) and reports whether the decision
+// differs from "watch key".
+func (w *waiter) check(ctx context.Context, rev int64, pol policy, key string) ([]*mvccpb.KeyValue, bool, error) {
+	ahead, err := w.read(ctx, rev, pol)
+	if err != nil {
+		return nil, false, err
+	}
+	granted, next := pol.decide(ahead)
+	return ahead, granted || next != key, nil
+}
+
+// read returns the keys ahead of mine at rev (a serializable read, no
+// consensus round trip) or, for rev 0, now (linearizable). "Future revision"
+// is retried a few times, then the read falls back to linearizable, as does a
+// compacted revision. When my key is not there the grant is lost; the error
+// then says why (ErrSessionExpired or ErrLockLost).
+func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.KeyValue, error) {
+	limit := pol.lookback()
+	if limit > 0 {
+		limit++ // my own key comes first
+	}
+	backoff := 10 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithMaxCreateRev(w.rev),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithLimit(limit)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
+		}
+		resp, err := w.q.s.cli.Get(ctx, w.q.dir, opts...)
+		err = runHook(hookHandoffRead, err)
+		if err == nil {
+			if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != w.key {
+				return nil, w.lost()
+			}
+			return resp.Kvs[1:], nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctxErr(ctx, ctx.Err())
+		}
+		if w.ctx.Err() != nil {
+			return nil, context.Cause(w.ctx)
+		}
+		switch {
+		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && attempt < futureRevRetries:
+		case rev > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)):
+			rev = 0
+			continue
+		default:
+			w.q.s.log.Debug("queue read failed, retrying", zap.String("key", w.key), zap.Error(err))
+		}
+		if !sleepCtx(ctx, jitter(backoff)) {
+			return nil, ctxErr(ctx, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// lost finds out why the waiter's key is gone, ends its context with that
+// cause and returns it: ErrSessionExpired when the lease is gone, else
+// ErrLockLost.
+func (w *waiter) lost() error {
+	if w.ctx.Err() == nil {
+		cause := ErrLockLost
+		ctx, cancel := context.WithTimeout(context.Background(), lossLookup)
+		gone, err := w.q.s.leaseGone(ctx)
+		cancel()
+		switch {
+		case gone:
+			cause = ErrSessionExpired
+		case err != nil:
+			w.q.s.log.Warn("cannot tell why a key is gone; reporting it as lost", zap.String("key", w.key), zap.Error(err))
+		}
+		w.lose(cause)
+	}
+	return context.Cause(w.ctx)
+}
+
+// startMonitor starts, once, the goroutine that watches the waiter's own key
+// from its create revision + 1 (no gap) and ends the waiter's context when the
+// key is deleted. It is owned by the session, which waits for it on Close.
+func (w *waiter) startMonitor() {
+	w.monitorOnce.Do(func() { w.q.s.goRun(w.monitor) })
+}
+
+func (w *waiter) monitor() {
+	next := w.rev + 1
+	backoff := 50 * time.Millisecond
+	for w.ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
+		wch := w.q.s.cli.Watch(wctx, w.key, clientv3.WithRev(next), clientv3.WithFilterPut())
+		gone := false
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				// Compacted past next: look at the key itself.
+				gresp, err := w.q.s.cli.Get(wctx, w.key)
+				if err != nil {
+					break
+				}
+				if len(gresp.Kvs) == 0 || gresp.Kvs[0].CreateRevision != w.rev {
+					gone = true
+				} else {
+					next = gresp.Header.Revision + 1
+				}
+				break
+			}
+			if resp.Canceled || resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE {
+					gone = true
+				}
+			}
+			if gone {
+				break
+			}
+			if resp.Header.Revision >= next {
+				next = resp.Header.Revision + 1
+				backoff = 50 * time.Millisecond
+			}
+		}
+		cancel()
+		if gone {
+			_ = w.lost()
+			return
+		}
+		if !sleepCtx(w.ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// tryEnqueue writes a key only if the name has no key at all (one Txn; an
+// empty range compares as a zero key). It returns ErrLocked, wrapped with the
+// holder's key, when the name is taken, and writes nothing then.
+func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
+	if err := q.s.live(); err != nil {
+		return nil, q.errorf(err)
+	}
+	key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
+	if err != nil {
+		return nil, q.errorf(err)
+	}
+	resp, err := q.s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
+		Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		if q.s.failed(err) != nil {
+			return nil, q.errorf(ErrSessionExpired)
+		}
+		// The Put may have been applied: the reaper deletes the key if it exists.
+		q.s.reap(key, 0, nil)
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) > 0 {
+			tag := tagOf(q.dir, string(kvs[0].Key))
+			if !tagsCompatible(tag, q.tag) {
+				kind, _ := kindOfTag(tag)
+				return nil, q.errorf(fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind))
+			}
+			holder := decodeValue(kvs[0].Value)
+			return nil, q.errorf(fmt.Errorf("%w: held by %s (token %d)", ErrLocked, holderName(holder.Identity), kvs[0].CreateRevision))
+		}
+		return nil, q.errorf(ErrLocked)
+	}
+	w := q.newWaiter(key, resp.Header.Revision)
+	if err := q.s.live(); err != nil {
+		w.abandon(err)
+		return nil, q.errorf(err)
+	}
+	return w, nil
+}
+
+func holderName(identity string) string {
+	if strings.TrimSpace(identity) == "" {
+		return "an unknown holder"
+	}
+	return identity
+}

@@ -1,0 +1,533 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	defaultTTL  = 10 * time.Second
+	maxTTL      = 24 * time.Hour
+	maxRevoke   = 5 * time.Second
+	reapTimeout = 5 * time.Second
+)
+
+// sessionOptions is the configuration a SessionOption edits.
+type sessionOptions struct {
+	ttl      time.Duration
+	identity string
+	logger   *zap.Logger
+	pinning  bool
+	err      error // the first invalid option
+}
+
+func (o *sessionOptions) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// SessionOption configures NewSession. An invalid option makes NewSession
+// return an error wrapping ErrInvalidArgument; no option is silently ignored.
+type SessionOption func(*sessionOptions)
+
+// WithTTL sets the lease TTL (default 10s). It is rounded up to whole seconds,
+// etcd's unit. A TTL <= 0 or over 24h makes NewSession fail with
+// ErrInvalidArgument. The server may grant a longer TTL (its minimum is about
+// 1.5 election timeouts); Session.TTL reports what it granted.
+func WithTTL(ttl time.Duration) SessionOption {
+	return func(o *sessionOptions) {
+		if ttl <= 0 || ttl > maxTTL {
+			o.fail(fmt.Errorf("%w: TTL %v must be > 0 and <= %v", ErrInvalidArgument, ttl, maxTTL))
+			return
+		}
+		o.ttl = ttl
+	}
+}
+
+// WithIdentity sets the identity stored with every key of the session (shown
+// by Describe and the CLI); default "hostname/pid". An empty identity makes
+// NewSession fail with ErrInvalidArgument.
+func WithIdentity(id string) SessionOption {
+	return func(o *sessionOptions) {
+		if id == "" {
+			o.fail(fmt.Errorf("%w: empty identity", ErrInvalidArgument))
+			return
+		}
+		o.identity = id
+	}
+}
+
+// WithLogger sets the session's logger (default zap.NewNop()). A nil logger
+// makes NewSession fail with ErrInvalidArgument.
+func WithLogger(l *zap.Logger) SessionOption {
+	return func(o *sessionOptions) {
+		if l == nil {
+			o.fail(fmt.Errorf("%w: nil logger", ErrInvalidArgument))
+			return
+		}
+		o.logger = l
+	}
+}
+
+// WithLeaderPinning chooses where keepalives go (default true): to the etcd
+// leader's endpoint over one stream per client, shared by all of that
+// client's sessions. Only the leader renews leases; a follower forwards every
+// keepalive to it as a separate peer request, which loses leases under load
+// (DESIGN.md). With false, keepalives use the client's balanced connection.
+func WithLeaderPinning(on bool) SessionOption {
+	return func(o *sessionOptions) { o.pinning = on }
+}
+
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// Session is one etcd lease kept alive by etcdlock; every lock a session
+// takes is attached to its lease, so all of them are freed when the session
+// is closed or lost. A Session is safe for concurrent use.
+//
+// A session is lost (Done is closed, Err returns ErrSessionExpired) when the
+// server refuses a keepalive or reports the lease gone, when a write finds the
+// lease gone, when its client is closed, or when its validity clock runs out:
+// no keepalive was acknowledged for a whole TTL, counted from the send time of
+// the last acknowledged one, minus a margin. A lost session stays lost: it
+// never sends another keepalive, so it cannot revive keys it declared lost.
+type Session struct {
+	cli      *clientv3.Client
+	lease    clientv3.LeaseID
+	ttl      time.Duration
+	identity string
+	log      *zap.Logger
+	opts     sessionOptions
+	keeper   *keeper
+
+	ctx    context.Context // canceled with the loss cause
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	err       error
+	validMono time.Time // with a monotonic reading
+	validWall time.Time // the same instant, wall clock only
+	sent      []time.Time
+	expiry    *time.Timer
+	detached  bool
+	reapQ     []reapItem
+	reaping   bool
+	wg        sync.WaitGroup // every goroutine the session and its grants start
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewSession grants a lease of the configured TTL on cli and keeps it alive
+// until Close or loss. ctx bounds only the lease grant. It returns an error
+// wrapping ErrInvalidArgument for a nil client or an invalid option, and the
+// grant's error (wrapping ctx's) when the grant fails; nothing is left behind
+// then. Closing cli ends its sessions with ErrSessionExpired.
+func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption) (*Session, error) {
+	o := sessionOptions{ttl: defaultTTL, pinning: true, logger: zap.NewNop()}
+	for _, opt := range opts {
+		if opt == nil {
+			o.fail(fmt.Errorf("%w: nil option", ErrInvalidArgument))
+			continue
+		}
+		opt(&o)
+	}
+	if cli == nil {
+		o.fail(fmt.Errorf("%w: nil client", ErrInvalidArgument))
+	}
+	if o.err != nil {
+		return nil, fmt.Errorf("etcdlock: new session: %w", o.err)
+	}
+	if o.identity == "" {
+		o.identity = defaultIdentity()
+	}
+	return newSession(ctx, cli, o)
+}
+
+func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*Session, error) {
+	if err := cli.Ctx().Err(); err != nil {
+		return nil, fmt.Errorf("etcdlock: new session: client closed: %w", ErrSessionExpired)
+	}
+	secs := int64((o.ttl + time.Second - 1) / time.Second)
+	sentAt := time.Now()
+	resp, err := cli.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: new session: grant lease: %w", ctxErr(ctx, err))
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	s := &Session{
+		cli:      cli,
+		lease:    resp.ID,
+		ttl:      ttl,
+		identity: o.identity,
+		opts:     o,
+		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	valid := sentAt.Add(ttl - s.margin())
+	s.validMono, s.validWall = valid, valid.Round(0)
+	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
+	s.keeper = acquireKeeper(cli, o.pinning, o.logger)
+	if !s.keeper.add(s, sentAt.Add(ttl/3)) {
+		// The client closed while we were granting.
+		s.expire(ErrSessionExpired, "client closed")
+		rctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
+		defer cancel()
+		_, _ = cli.Revoke(rctx, s.lease) // best effort: the client is closing
+		return nil, fmt.Errorf("etcdlock: new session: client closed: %w", ErrSessionExpired)
+	}
+	s.log.Debug("session started", zap.Duration("ttl", ttl))
+	return s, nil
+}
+
+// margin is subtracted from every validity deadline: TTL/100 + 50ms.
+func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
+
+func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
+
+// Client returns the client the session was made with.
+func (s *Session) Client() *clientv3.Client { return s.cli }
+
+// Lease returns the session's etcd lease.
+func (s *Session) Lease() clientv3.LeaseID { return s.lease }
+
+// Identity returns the identity stored with the session's keys.
+func (s *Session) Identity() string { return s.identity }
+
+// TTL returns the TTL the server granted.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// ValidUntil returns the time until which the lease is certainly alive on the
+// server, as far as this process can know: the send time of the last
+// acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
+// session is lost at that moment unless a later keepalive is acknowledged.
+func (s *Session) ValidUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.validMono
+}
+
+// Done returns a channel that is closed once the session is lost or closed.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the session is live; then ErrSessionExpired (lost)
+// or ErrSessionClosed (Close was called first).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// live returns nil while the session is live and its validity clock (both
+// monotonic and wall) is ahead; else the error that ended it.
+func (s *Session) live() error {
+	s.mu.Lock()
+	err := s.err
+	now := time.Now()
+	ran := !now.Before(s.validMono) || !now.Round(0).Before(s.validWall)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if ran {
+		s.expire(ErrSessionExpired, "validity clock ran out")
+		return ErrSessionExpired
+	}
+	return nil
+}
+
+// checkExpiry ends the session if its validity clock ran out.
+func (s *Session) checkExpiry() {
+	_ = s.live()
+}
+
+// onAck records a keepalive reply with the TTL the server reported.
+func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
+	s.mu.Lock()
+	if s.err != nil || len(s.sent) == 0 {
+		s.mu.Unlock()
+		return time.Time{}, false
+	}
+	sentAt := s.sent[0]
+	s.sent = s.sent[1:]
+	if ttl <= 0 {
+		s.mu.Unlock()
+		s.expire(ErrSessionExpired, "lease not found on keepalive")
+		return time.Time{}, false
+	}
+	valid := sentAt.Add(time.Duration(ttl)*time.Second - s.margin())
+	if valid.After(s.validMono) {
+		s.validMono, s.validWall = valid, valid.Round(0)
+		s.expiry.Reset(time.Until(valid))
+	}
+	more := len(s.sent) > 0
+	s.mu.Unlock()
+	if more {
+		return time.Time{}, false
+	}
+	return sentAt.Add(s.ttl / 3), true
+}
+
+// recordSend notes that a keepalive is about to be sent; false if the session
+// is over and must not send again.
+func (s *Session) recordSend(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.sent = append(s.sent, now)
+	return true
+}
+
+// resetInflight forgets unanswered keepalives (their stream is gone).
+func (s *Session) resetInflight() {
+	s.mu.Lock()
+	s.sent = nil
+	s.mu.Unlock()
+}
+
+// expire ends the session with cause (ErrSessionExpired or ErrSessionClosed)
+// unless it already ended. It never blocks on the network.
+func (s *Session) expire(cause error, reason string) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = cause
+	s.expiry.Stop()
+	s.mu.Unlock()
+	s.detach()
+	s.cancel(cause)
+	if cause == ErrSessionExpired {
+		s.log.Warn("session lost", zap.String("reason", reason))
+	} else {
+		s.log.Debug("session closed")
+	}
+}
+
+// detach removes the session from its keeper, once.
+func (s *Session) detach() {
+	s.mu.Lock()
+	done := s.detached
+	s.detached = true
+	s.mu.Unlock()
+	if !done {
+		s.keeper.remove(s)
+	}
+}
+
+// failed inspects an error of a data-path call made for this session: a
+// lease that the server no longer knows ends the session at once (callers
+// would otherwise retry on a "live" session until the validity clock runs
+// out). It returns ErrSessionExpired in that case, else nil.
+func (s *Session) failed(err error) error {
+	if isLeaseNotFound(err) {
+		s.expire(ErrSessionExpired, "lease not found on write")
+		return ErrSessionExpired
+	}
+	return nil
+}
+
+func isLeaseNotFound(err error) bool {
+	return err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) ||
+		strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error()))
+}
+
+// leaseGone asks the server whether the session's lease still exists; it is
+// how a deleted key's cause is told apart (ErrSessionExpired vs ErrLockLost).
+// A gone lease ends the session.
+func (s *Session) leaseGone(ctx context.Context) (bool, error) {
+	if err := s.Err(); err != nil {
+		return true, nil
+	}
+	resp, err := s.cli.TimeToLive(ctx, s.lease)
+	if err != nil {
+		if isLeaseNotFound(err) {
+			s.expire(ErrSessionExpired, "lease not found")
+			return true, nil
+		}
+		return false, err
+	}
+	if resp.TTL <= 0 {
+		s.expire(ErrSessionExpired, "lease not found")
+		return true, nil
+	}
+	return false, nil
+}
+
+// goRun starts f in a goroutine owned by the session (Close waits for it);
+// false, without starting it, once the session is over.
+func (s *Session) goRun(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Close stops the keepalives, cancels every grant's context (cause
+// ErrSessionClosed unless the session was lost before) and revokes the lease,
+// which frees every grant of the session at once; the revoke is bounded by
+// min(TTL, 5s). It waits for every goroutine of the session. It returns nil,
+// or the revoke's error if the lease may still be alive (its keys then free
+// within the TTL). Later calls return the first call's result.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		wasLive := s.Err() == nil
+		s.expire(ErrSessionClosed, "closed")
+		if wasLive && s.cli.Ctx().Err() == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
+			_, err := s.cli.Revoke(ctx, s.lease)
+			cancel()
+			if err != nil && !isLeaseNotFound(err) {
+				s.closeErr = fmt.Errorf("etcdlock: close session: revoke lease %x: %w", int64(s.lease), err)
+			}
+		}
+		s.wg.Wait()
+		s.keeper.waitStopped()
+	})
+	return s.closeErr
+}
+
+// reapItem is a key the library can no longer account for.
+type reapItem struct {
+	key  string
+	rev  int64  // create revision when known, else 0
+	done func() // called once the key is gone (or the session is over); may be nil
+}
+
+// reap hands a key to the session's reaper, which deletes it (guarded by its
+// create revision when known) with backoff until it succeeds, the lease is
+// gone, or the session is closed. It never blocks.
+func (s *Session) reap(key string, rev int64, done func()) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		// The lease is gone or being revoked: so are its keys.
+		if done != nil {
+			done()
+		}
+		return
+	}
+	s.reapQ = append(s.reapQ, reapItem{key: key, rev: rev, done: done})
+	start := !s.reaping
+	s.reaping = true
+	if start {
+		s.wg.Add(1)
+		go s.reapLoop()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) reapLoop() {
+	defer s.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		s.mu.Lock()
+		if len(s.reapQ) == 0 || s.ctx.Err() != nil {
+			rest := s.reapQ
+			s.reapQ, s.reaping = nil, false
+			s.mu.Unlock()
+			for _, it := range rest {
+				if it.done != nil {
+					it.done()
+				}
+			}
+			return
+		}
+		it := s.reapQ[0]
+		s.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(s.ctx, reapTimeout)
+		err := deleteKey(ctx, s.cli, it.key, it.rev)
+		cancel()
+		if err == nil {
+			s.log.Debug("reaped key", zap.String("key", it.key))
+			s.mu.Lock()
+			s.reapQ = s.reapQ[1:]
+			s.mu.Unlock()
+			if it.done != nil {
+				it.done()
+			}
+			backoff = 50 * time.Millisecond
+			continue
+		}
+		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
+		if s.failed(err) != nil {
+			continue
+		}
+		if !sleepCtx(s.ctx, jitter(backoff)) {
+			continue
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// deleteKey deletes key, guarded by its create revision when rev > 0. A key
+// that is already gone counts as deleted.
+func deleteKey(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
+	if rev <= 0 {
+		_, err := cli.Delete(ctx, key)
+		return err
+	}
+	_, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
+}
+
+// jitter returns a duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ctxErr prefers ctx's error (with its cause) when ctx has ended.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%w (%w)", ctx.Err(), cause)
+	}
+	return ctx.Err()
+}
