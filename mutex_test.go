@@ -1,0 +1,612 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestMutualExclusionWithFence(t *testing.T) {
+	const sessions, perSession, rounds = 4, 2, 12
+	name := uniqueName(t)
+	var (
+		fence   Fence
+		inside  atomic.Int32
+		counter int // guarded by the lock, on purpose not by Go
+		grants  atomic.Int64
+		wg      sync.WaitGroup
+	)
+	ctx := testCtx(t, 2*time.Minute)
+	for i := 0; i < sessions; i++ {
+		s := openSession(t, nil)
+		m := NewMutex(s, name)
+		for j := 0; j < perSession; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					l, err := m.Lock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := fence.Admit(l.Token()); err != nil {
+						t.Errorf("admit on entry: %v", err)
+					}
+					if n := inside.Add(1); n != 1 {
+						t.Errorf("%d holders inside the critical section", n)
+					}
+					v := counter
+					runtime.Gosched()
+					counter = v + 1
+					grants.Add(1)
+					inside.Add(-1)
+					if err := fence.Admit(l.Token()); err != nil {
+						t.Errorf("admit before unlock: %v", err)
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if int64(counter) != grants.Load() || grants.Load() != sessions*perSession*rounds {
+		t.Fatalf("counter %d, grants %d, want %d", counter, grants.Load(), sessions*perSession*rounds)
+	}
+}
+
+// enqueueWaiters starts n Lock calls on name, one at a time, each one only
+// after the previous is in the queue, and returns the channel on which each
+// sends its index when granted (it then unlocks at once).
+func enqueueWaiters(t *testing.T, cli *clientv3.Client, name string, n int, sessions []*Session) <-chan int {
+	t.Helper()
+	order := make(chan int, n)
+	ctx := testCtx(t, 2*time.Minute)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	for i := 0; i < n; i++ {
+		before := len(keysUnder(t, cli, name))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := NewMutex(sessions[i%len(sessions)], name).Lock(ctx)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			order <- i
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("waiter %d: unlock: %v", i, err)
+			}
+		}()
+		waitFor(t, 10*time.Second, "waiter to enqueue", func() bool { return len(keysUnder(t, cli, name)) > before })
+	}
+	return order
+}
+
+func TestFIFO(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ss := []*Session{openSession(t, cli), openSession(t, nil), openSession(t, nil)}
+	holder := mustLock(t, NewMutex(ss[0], name))
+	const n = 8
+	order := enqueueWaiters(t, cli, name, n, ss)
+	if err := holder.Unlock(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for want := 0; want < n; want++ {
+		if got := <-order; got != want {
+			t.Fatalf("grant %d went to waiter %d", want, got)
+		}
+	}
+}
+
+// kvCalls counts the KV and Watch requests all members of the shared cluster served.
+func kvCalls() int64 {
+	var n int64
+	for _, m := range shared.Members() {
+		for _, method := range []string{"/etcdserverpb.KV/Range", "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Put",
+			"/etcdserverpb.KV/DeleteRange", "/etcdserverpb.Watch/Watch", "/etcdserverpb.Lease/LeaseTimeToLive"} {
+			n += m.Calls(method)
+		}
+	}
+	return n
+}
+
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	s := openSession(t, cli)
+	holder := mustLock(t, NewMutex(s, name))
+	const n = 20
+	ctx := testCtx(t, time.Minute)
+	granted := make(chan *Lock, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := NewMutex(s, name).Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			granted <- l
+		}()
+	}
+	waitFor(t, 20*time.Second, "20 waiters", func() bool { return len(keysUnder(t, cli, name)) == n+1 })
+	// Let every waiter's watches be established before counting.
+	settle := func() int64 {
+		prev := kvCalls()
+		for {
+			time.Sleep(300 * time.Millisecond)
+			cur := kvCalls()
+			if cur == prev {
+				return cur
+			}
+			prev = cur
+		}
+	}
+	before := settle()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-granted
+	after := settle()
+	if d := after - before; d > 6 {
+		t.Fatalf("one release cost %d KV/watch requests with %d waiters; want a constant (<= 6)", d, n)
+	} else {
+		t.Logf("one release with %d waiters: %d requests", n, d)
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		if err := (<-granted).Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+func TestTryLock(t *testing.T) {
+	cli := newClient(t, nil)
+	s1, s2 := openSession(t, cli), openSession(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	l, err := NewMutex(s1, name).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := func() int64 {
+		resp, err := cli.Get(ctx, "etcdlock/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	r0 := rev()
+	if _, err := NewMutex(s2, name).TryLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryLock on a held lock: %v, want ErrLocked", err)
+	}
+	if r1 := rev(); r1 != r0 {
+		t.Fatalf("a failed TryLock wrote: revision %d -> %d", r0, r1)
+	}
+	// Waited on: the holder leaves but a waiter is queued.
+	waiting := make(chan *Lock, 1)
+	go func() {
+		w, err := NewMutex(s2, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- w
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	if _, err := NewMutex(s1, name).TryLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryLock on a waited-on lock: %v, want ErrLocked", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-waiting
+	if w == nil {
+		t.FailNow()
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := NewMutex(s2, name).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock on a free lock: %v", err)
+	}
+	if l2.Token() <= w.Token() {
+		t.Fatalf("token %d not above %d", l2.Token(), w.Token())
+	}
+	_ = l2.Unlock(ctx)
+}
+
+func TestUnlock(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+
+	t.Run("twice", func(t *testing.T) {
+		l := mustLock(t, NewMutex(openSession(t, cli), name))
+		for i := 0; i < 2; i++ {
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatalf("unlock %d: %v", i+1, err)
+			}
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrReleased) {
+			t.Fatalf("cause %v, want ErrReleased", cause)
+		}
+		if keys := keysUnder(t, cli, name); len(keys) != 0 {
+			t.Fatalf("keys left: %v", keys)
+		}
+	})
+	t.Run("after session expired", func(t *testing.T) {
+		s := openSession(t, cli)
+		l := mustLock(t, NewMutex(s, name))
+		if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		err := l.Unlock(ctx)
+		if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrSessionExpired) {
+			t.Fatalf("unlock after revoke: %v, want ErrNotHeld and ErrSessionExpired", err)
+		}
+		if err2 := l.Unlock(ctx); err2 == nil || err2.Error() != err.Error() {
+			t.Fatalf("second unlock: %v, want %v", err2, err)
+		}
+	})
+	t.Run("canceled ctx still frees", func(t *testing.T) {
+		l := mustLock(t, NewMutex(openSession(t, cli), name))
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := l.Unlock(dead); !errors.Is(err, context.Canceled) {
+			t.Fatalf("unlock with canceled ctx: %v", err)
+		}
+		start := time.Now()
+		waitFor(t, time.Second, "the key to be reaped", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+		t.Logf("freed %v after Unlock", time.Since(start))
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("later unlock: %v", err)
+		}
+	})
+}
+
+func TestLostGrant(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	tests := []struct {
+		name  string
+		break_ func(s *Session, l *Lock) error
+		cause error
+	}{
+		{"lease revoked", func(s *Session, _ *Lock) error { _, err := cli.Revoke(ctx, s.Lease()); return err }, ErrSessionExpired},
+		{"key deleted", func(_ *Session, l *Lock) error { _, err := cli.Delete(ctx, l.Key()); return err }, ErrLockLost},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openSession(t, cli)
+			l := mustLock(t, NewMutex(s, uniqueName(t)))
+			lctx := l.Context()
+			if err := tc.break_(s, l); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-lctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("Lock.Context not canceled")
+			}
+			if cause := context.Cause(lctx); !errors.Is(cause, tc.cause) {
+				t.Fatalf("cause %v, want %v", cause, tc.cause)
+			}
+			if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) || !errors.Is(err, tc.cause) {
+				t.Fatalf("unlock: %v, want ErrNotHeld and %v", err, tc.cause)
+			}
+			if tc.cause == ErrSessionExpired {
+				<-s.Done()
+				if !errors.Is(s.Err(), ErrSessionExpired) {
+					t.Fatalf("session err %v", s.Err())
+				}
+			}
+		})
+	}
+}
+
+func TestLostWhileWaiting(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, NewMutex(openSession(t, cli), name))
+	defer holder.Unlock(ctx)
+	s := openSession(t, cli)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := NewMutex(s, name).Lock(ctx)
+		errc <- err
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	keys := keysUnder(t, cli, name)
+	for _, k := range keys {
+		if k != holder.Key() {
+			if _, err := cli.Delete(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrLockLost) {
+			t.Fatalf("waiting Lock after its key was deleted: %v, want ErrLockLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiting Lock did not notice its key was deleted")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	ctx := testCtx(t, 30*time.Second)
+	long := strings.Repeat("x", 1025)
+	for _, tc := range []struct {
+		name string
+		m    *Mutex
+		want error
+	}{
+		{"empty name", NewMutex(s, ""), ErrInvalidName},
+		{"long name", NewMutex(s, long), ErrInvalidName},
+		{"invalid utf-8", NewMutex(s, "a\xffb"), ErrInvalidName},
+		{"nil session", NewMutex(nil, "x"), ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.m.Lock(ctx); !errors.Is(err, tc.want) {
+				t.Fatalf("Lock: %v, want %v", err, tc.want)
+			}
+			if _, err := tc.m.TryLock(ctx); !errors.Is(err, tc.want) {
+				t.Fatalf("TryLock: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := NewMutex(s, strings.Repeat("é", 512)).TryLock(ctx); err != nil {
+		t.Fatalf("a 1024-byte name: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		cli  *clientv3.Client
+		opts []SessionOption
+	}{
+		{"nil client", nil, nil},
+		{"zero TTL", cli, []SessionOption{WithTTL(0)}},
+		{"negative TTL", cli, []SessionOption{WithTTL(-time.Second)}},
+		{"TTL over 24h", cli, []SessionOption{WithTTL(25 * time.Hour)}},
+		{"empty identity", cli, []SessionOption{WithIdentity("")}},
+		{"nil logger", cli, []SessionOption{WithLogger(nil)}},
+		{"nil option", cli, []SessionOption{nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if s, err := NewSession(ctx, tc.cli, tc.opts...); !errors.Is(err, ErrInvalidArgument) || s != nil {
+				t.Fatalf("NewSession: %v, %v; want ErrInvalidArgument", s, err)
+			}
+		})
+	}
+	t.Run("closed session", func(t *testing.T) {
+		s := openSession(t, cli)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		name := uniqueName(t)
+		if _, err := NewMutex(s, name).Lock(ctx); !errors.Is(err, ErrSessionClosed) {
+			t.Fatalf("Lock on a closed session: %v", err)
+		}
+		if keys := keysUnder(t, cli, name); len(keys) != 0 {
+			t.Fatalf("keys left: %v", keys)
+		}
+	})
+	t.Run("canceled context", func(t *testing.T) {
+		dead, cancel := context.WithCancelCause(context.Background())
+		cause := errors.New("caller gave up")
+		cancel(cause)
+		name := uniqueName(t)
+		_, err := NewMutex(s, name).Lock(dead)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+			t.Fatalf("Lock with canceled ctx: %v, want context.Canceled and its cause", err)
+		}
+		if keys := keysUnder(t, cli, name); len(keys) != 0 {
+			t.Fatalf("keys left: %v", keys)
+		}
+	})
+}
+
+// TestCancelAtEveryPoint cancels Lock's ctx at each point of an acquisition
+// (test hooks make the timing certain) and checks that Lock fails with the
+// ctx's error and leaves no key behind, and that the queue still works.
+func TestCancelAtEveryPoint(t *testing.T) {
+	cli := newClient(t, nil)
+	holderSession := openSession(t, cli)
+	for _, tc := range []struct {
+		name  string
+		point hookPoint
+		fake  bool // the Txn applied, but the client saw the ctx end (unknown outcome)
+	}{
+		{"before enqueue", hookBeforeEnqueue, false},
+		{"during enqueue (applied, answer lost)", hookEnqueued, true},
+		{"right after enqueue", hookEnqueued, false},
+		{"during the wait", hookWaiting, false},
+		{"during the hand-off read", hookHandoffRead, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName(t)
+			ctx := testCtx(t, 30*time.Second)
+			holder := mustLock(t, NewMutex(holderSession, name))
+			s := openSession(t, cli)
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var fired atomic.Bool
+			hook := func(p hookPoint, err error) error {
+				if p != tc.point || fired.Load() {
+					return err
+				}
+				if p == hookHandoffRead && !fired.Load() {
+					// Only the waiter's reads, after the holder's release.
+					if holder.Context().Err() == nil {
+						return err
+					}
+				}
+				fired.Store(true)
+				cancel()
+				if tc.fake {
+					return lctx.Err()
+				}
+				return err
+			}
+			testHook.Store(&hook)
+			defer testHook.Store(nil)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := NewMutex(s, name).Lock(lctx)
+				errc <- err
+			}()
+			if tc.point == hookHandoffRead {
+				waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+				if err := holder.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := <-errc
+			testHook.Store(nil)
+			if !fired.Load() {
+				t.Fatalf("hook point never reached (Lock: %v)", err)
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Lock: %v, want context.Canceled", err)
+			}
+			_ = holder.Unlock(ctx)
+			waitFor(t, 2*time.Second, "no key left", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+			l, err := NewMutex(s, name).TryLock(ctx)
+			if err != nil {
+				t.Fatalf("the lock is not free afterwards: %v", err)
+			}
+			_ = l.Unlock(ctx)
+		})
+	}
+}
+
+func TestPrefixNamesDoNotInterfere(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	base := uniqueName(t)
+	names := []string{base + "/jobs/a", base + "/jobs/a/b", base + "/jobs/a%/m", base + "/jobs/a\x00"}
+	var locks []*Lock
+	for _, n := range names {
+		l, err := NewMutex(openSession(t, nil), n).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock %q while the others are held: %v", n, err)
+		}
+		locks = append(locks, l)
+	}
+	for _, l := range locks {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestKindMismatch(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	// Another recipe's key (as an election would write it) on the same name.
+	key, err := newWaiterKey(namePrefix(name), tagElection, s.Lease())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, key, encodeValue("other", "v"), clientv3.WithLease(s.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMutex(s, name).TryLock(ctx); !errors.Is(err, ErrKindMismatch) {
+		t.Fatalf("TryLock: %v, want ErrKindMismatch", err)
+	}
+	if _, err := NewMutex(s, name).Lock(ctx); !errors.Is(err, ErrKindMismatch) {
+		t.Fatalf("Lock: %v, want ErrKindMismatch", err)
+	}
+	waitFor(t, 2*time.Second, "only the other key left", func() bool { return len(keysUnder(t, cli, name)) == 1 })
+}
+
+func TestCompactionDuringWait(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, NewMutex(openSession(t, cli), name))
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := NewMutex(openSession(t, cli), name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	for i := 0; i < 20; i++ {
+		if _, err := cli.Put(ctx, fmt.Sprintf("%s-filler", name), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Token() <= holder.Token() {
+		t.Fatalf("token %d not above %d", l.Token(), holder.Token())
+	}
+	// The grant's own-key watch starts at its create revision + 1, which is
+	// now compacted: deleting the key must still be noticed.
+	lctx := l.Context()
+	if _, err := cli.Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	<-lctx.Done()
+	if !errors.Is(context.Cause(lctx), ErrLockLost) {
+		t.Fatalf("cause %v", context.Cause(lctx))
+	}
+}
+
+func TestGuard(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	l := mustLock(t, NewMutex(openSession(t, cli), name))
+	data := name + "-data"
+	resp, err := cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpPut(data, "1")).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("guarded write while held: %v %v", resp, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpPut(data, "2")).Commit()
+	if err != nil || resp.Succeeded {
+		t.Fatalf("guarded write after unlock succeeded: %v %v", resp, err)
+	}
+}
