@@ -1,0 +1,176 @@
+package etcdlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSessionBasics(t *testing.T) {
+	cli := newClient(t, nil)
+	before := time.Now()
+	s := openSession(t, cli, WithTTL(2500*time.Millisecond))
+	if s.TTL() != 3*time.Second {
+		t.Fatalf("TTL %v, want 3s (rounded up to whole seconds)", s.TTL())
+	}
+	if s.Client() != cli || s.Lease() == 0 {
+		t.Fatalf("client %p lease %x", s.Client(), s.Lease())
+	}
+	if id := s.Identity(); !strings.Contains(id, "/") {
+		t.Fatalf("default identity %q, want hostname/pid", id)
+	}
+	v0 := s.ValidUntil()
+	if !v0.After(before) || v0.After(before.Add(s.TTL())) {
+		t.Fatalf("ValidUntil %v not within (start, start+TTL]", v0)
+	}
+	waitFor(t, 5*time.Second, "a keepalive to extend ValidUntil", func() bool { return s.ValidUntil().After(v0) })
+	if s.Err() != nil {
+		t.Fatal(s.Err())
+	}
+	if id := openSession(t, cli, WithIdentity("billing-7")).Identity(); id != "billing-7" {
+		t.Fatalf("identity %q", id)
+	}
+}
+
+func TestSessionClose(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	l := mustLock(t, NewMutex(s, name))
+	lctx := l.Context()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed")
+	}
+	if !errors.Is(s.Err(), ErrSessionClosed) {
+		t.Fatalf("Err %v", s.Err())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	<-lctx.Done()
+	if !errors.Is(context.Cause(lctx), ErrSessionClosed) {
+		t.Fatalf("lock cause %v", context.Cause(lctx))
+	}
+	// Close revoked the lease: the lock is free at once, not after the TTL.
+	if keys := keysUnder(t, cli, name); len(keys) != 0 {
+		t.Fatalf("keys after Close: %v", keys)
+	}
+}
+
+func TestLeaseGoneEndsSessionOnWrite(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	// Lock right away: the next keepalive is seconds off, the Put finds the lease gone.
+	start := time.Now()
+	if _, err := NewMutex(s, uniqueName(t)).Lock(ctx); !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("Lock on a revoked lease: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if !errors.Is(s.Err(), ErrSessionExpired) {
+		t.Fatalf("session err %v", s.Err())
+	}
+}
+
+func TestClosingClientEndsSessions(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli, WithTTL(3*time.Second))
+	name := uniqueName(t)
+	mustLock(t, NewMutex(s, name))
+	other := openSession(t, nil)
+	got := make(chan time.Time, 1)
+	ctx := testCtx(t, 30*time.Second)
+	go func() {
+		l, err := NewMutex(other, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, other.Client(), name)) == 2 })
+	closed := time.Now()
+	if err := cli.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	if !errors.Is(s.Err(), ErrSessionExpired) {
+		t.Fatalf("Err after client close: %v", s.Err())
+	}
+	at := <-got
+	if d := at.Sub(closed); at.IsZero() || d > s.TTL()+2*time.Second {
+		t.Fatalf("lock freed %v after the client closed; want within TTL + 2s", d)
+	}
+}
+
+// TestCrashedClientFreesLock SIGKILLs a child process that holds a lock.
+func TestCrashedClientFreesLock(t *testing.T) {
+	name := uniqueName(t)
+	const ttl = 3 * time.Second
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=lock",
+		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
+		"ETCDLOCK_TEST_NAME="+name, "ETCDLOCK_TEST_TTL="+ttl.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	childToken, err := ParseToken(strings.TrimSpace(strings.TrimPrefix(line, "HELD ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openSession(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := NewMutex(s, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, s.Client(), name)) == 2 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if d := time.Since(killed); d > ttl+2*time.Second {
+		t.Fatalf("granted %v after the holder was killed; want within TTL + 2s", d)
+	} else {
+		t.Logf("granted %v after SIGKILL (TTL %v)", d, ttl)
+	}
+	if l.Token() <= childToken {
+		t.Fatalf("token %d not above the crashed holder's %d", l.Token(), childToken)
+	}
+}
