@@ -1,0 +1,117 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+)
+
+// startCluster starts an in-process etcd cluster for the examples; a real
+// program connects clientv3 to its own cluster instead.
+func startCluster() *embedtest.Cluster {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := embedtest.New(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+func ExampleNewSession() {
+	c := startCluster()
+	defer c.Close()
+	cli, err := c.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	ctx := context.Background()
+	s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(5*time.Second), etcdlock.WithIdentity("worker-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("identity:", s.Identity(), "ttl:", s.TTL())
+	fmt.Println("valid for a while:", time.Until(s.ValidUntil()) > 4*time.Second)
+
+	if err := s.Close(); err != nil { // revokes the lease: every lock of s is free at once
+		log.Fatal(err)
+	}
+	fmt.Println("err after close:", s.Err())
+	// Output:
+	// identity: worker-1 ttl: 5s
+	// valid for a while: true
+	// err after close: etcdlock: session closed
+}
+
+func ExampleMutex() {
+	c := startCluster()
+	defer c.Close()
+	cli, err := c.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+
+	alice, err := etcdlock.NewSession(ctx, cli, etcdlock.WithIdentity("alice"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer alice.Close()
+	bob, err := etcdlock.NewSession(ctx, cli, etcdlock.WithIdentity("bob"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer bob.Close()
+
+	first, err := etcdlock.NewMutex(alice, "billing/nightly").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = etcdlock.NewMutex(bob, "billing/nightly").TryLock(ctx)
+	fmt.Println("bob's TryLock while alice holds:", errors.Is(err, etcdlock.ErrLocked))
+
+	if err := first.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	second, err := etcdlock.NewMutex(bob, "billing/nightly").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("bob's token is larger:", second.Token() > first.Token())
+	if err := second.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("cause after unlock:", context.Cause(second.Context()))
+	// Output:
+	// bob's TryLock while alice holds: true
+	// bob's token is larger: true
+	// cause after unlock: etcdlock: released
+}
+
+func ExampleFence() {
+	// The resource keeps a Fence and checks the token of every write.
+	var fence etcdlock.Fence
+	write := func(tok etcdlock.Token, what string) {
+		if err := fence.Admit(tok); err != nil {
+			fmt.Println("rejected", what+":", err)
+			return
+		}
+		fmt.Println("accepted", what)
+	}
+	write(7, "from the holder with token 7")
+	write(9, "from the next holder, token 9")
+	// The first holder was paused past its lease and wakes up:
+	write(7, "from the paused holder")
+	// Output:
+	// accepted from the holder with token 7
+	// accepted from the next holder, token 9
+	// rejected from the paused holder: etcdlock: stale token: token 7, highest admitted 9
+}

@@ -1,0 +1,99 @@
+package etcdlock
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+)
+
+func TestFence(t *testing.T) {
+	var f Fence
+	steps := []struct {
+		op      string
+		tok     Token
+		wantErr bool
+		highest Token
+	}{
+		{"admit", 0, true, 0},
+		{"admit", -3, true, 0},
+		{"admit", 5, false, 5},
+		{"admit", 5, false, 5}, // the same holder again
+		{"admit", 4, true, 5},
+		{"shared", 5, false, 5},
+		{"shared", 9, false, 5}, // shared grants do not raise the bar
+		{"shared", 4, true, 5},
+		{"shared", 0, true, 5},
+		{"admit", 9, false, 9},
+		{"shared", 5, true, 9},
+	}
+	for i, st := range steps {
+		var err error
+		if st.op == "admit" {
+			err = f.Admit(st.tok)
+		} else {
+			err = f.AdmitShared(st.tok)
+		}
+		if (err != nil) != st.wantErr || (err != nil && !errors.Is(err, ErrStaleToken)) {
+			t.Fatalf("step %d: %s(%d) = %v, want error %v", i, st.op, st.tok, err, st.wantErr)
+		}
+		if f.Highest() != st.highest {
+			t.Fatalf("step %d: highest %d, want %d", i, f.Highest(), st.highest)
+		}
+	}
+}
+
+func TestFenceConcurrent(t *testing.T) {
+	var f Fence
+	var wg sync.WaitGroup
+	for i := 1; i <= 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = f.Admit(Token(i))
+		}()
+	}
+	wg.Wait()
+	if f.Highest() != 100 {
+		t.Fatalf("highest %d", f.Highest())
+	}
+}
+
+func TestToken(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Token
+		ok   bool
+	}{
+		{"1", 1, true}, {"9223372036854775807", 1<<63 - 1, true},
+		{"0", 0, false}, {"-1", 0, false}, {"", 0, false}, {"1.5", 0, false}, {"abc", 0, false},
+		{"9223372036854775808", 0, false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseToken(tc.in)
+			if tc.ok != (err == nil) || got != tc.want {
+				t.Fatalf("ParseToken(%q) = %d, %v", tc.in, got, err)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			}
+			if tc.ok && got.String() != tc.in {
+				t.Fatalf("String() = %q", got.String())
+			}
+		})
+	}
+	b, err := json.Marshal(map[string]Token{"t": 42})
+	if err != nil || string(b) != `{"t":"42"}` {
+		t.Fatalf("marshal: %s %v", b, err)
+	}
+	var back map[string]Token
+	if err := json.Unmarshal(b, &back); err != nil || back["t"] != 42 {
+		t.Fatalf("unmarshal: %v %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"t":"0"}`), &back); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("unmarshal of 0: %v", err)
+	}
+	if TokenHeader != "Fencing-Token" {
+		t.Fatal(TokenHeader)
+	}
+}

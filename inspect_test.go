@@ -1,0 +1,106 @@
+package etcdlock
+
+import (
+	"errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"testing"
+	"time"
+)
+
+func TestDescribeAndList(t *testing.T) {
+	cli := newClient(t, nil)
+	base := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1 := openSession(t, cli, WithIdentity("one"))
+	s2 := openSession(t, cli, WithIdentity("two"))
+	name := base + "/jobs/a"
+	holder := mustLock(t, NewMutex(s1, name))
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := NewMutex(s2, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	other := mustLock(t, NewMutex(s2, base+"/jobs/a/b"))
+
+	st, err := Describe(ctx, cli, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != name || st.Holder == nil || st.Holder != &st.Holders[0] || len(st.Holders) != 1 || len(st.Waiters) != 1 || st.Revision == 0 {
+		t.Fatalf("state %+v", st)
+	}
+	h, w := st.Holders[0], st.Waiters[0]
+	if h.Key != holder.Key() || h.Token != holder.Token() || h.Lease != s1.Lease() || h.Identity != "one" || h.Kind != "mutex" || h.Mode != "" {
+		t.Fatalf("holder %+v", h)
+	}
+	if w.Identity != "two" || w.Lease != s2.Lease() || w.Token <= h.Token {
+		t.Fatalf("waiter %+v", w)
+	}
+
+	all, err := List(ctx, cli, base+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Name != name || all[1].Name != base+"/jobs/a/b" || all[1].Holder.Token != other.Token() {
+		t.Fatalf("list %+v", all)
+	}
+	if all[0].Revision != all[1].Revision {
+		t.Fatal("list read at two revisions")
+	}
+
+	free, err := Describe(ctx, cli, base+"/free")
+	if err != nil || free.Holder != nil || len(free.Holders)+len(free.Waiters) != 0 {
+		t.Fatalf("free lock: %+v %v", free, err)
+	}
+	if _, err := Describe(ctx, cli, ""); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Describe(\"\"): %v", err)
+	}
+	if _, err := Describe(ctx, nil, "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Describe(nil client): %v", err)
+	}
+	if _, err := List(ctx, nil, ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("List(nil client): %v", err)
+	}
+	_ = holder.Unlock(ctx)
+	if l := <-got; l != nil {
+		_ = l.Unlock(ctx)
+	}
+	_ = other.Unlock(ctx)
+	after, err := List(ctx, cli, base+"/")
+	if err != nil || len(after) != 0 {
+		t.Fatalf("list after release: %+v %v", after, err)
+	}
+}
+
+func TestListPages(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	base := uniqueName(t)
+	ctx := testCtx(t, time.Minute)
+	const n = listPage + 50
+	for i := 0; i < n; i++ {
+		key, err := newWaiterKey(namePrefix(base+"/"+padded(i)), tagMutex, s.Lease())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, key, encodeValue("bulk", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = cli.Delete(ctx, listPrefix(base+"/"), clientv3.WithPrefix()) })
+	all, err := List(ctx, cli, base+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("listed %d names, want %d", len(all), n)
+	}
+}
+
+func padded(i int) string {
+	return string(rune('a'+i/1000)) + "-" + string(rune('a'+(i/100)%10)) + string(rune('a'+(i/10)%10)) + string(rune('a'+i%10))
+}

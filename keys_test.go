@@ -1,0 +1,75 @@
+package etcdlock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestKeyLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name, prefix string
+	}{
+		{"billing/nightly", "etcdlock/billing/nightly%/"},
+		{"100%", "etcdlock/100%25%/"},
+		{"a%/b", "etcdlock/a%25/b%/"},
+		{"tab\there", "etcdlock/tab%09here%/"},
+		{"nul\x00del\x7f", "etcdlock/nul%00del%7F%/"},
+		{"ünïcode/名前", "etcdlock/ünïcode/名前%/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := namePrefix(tc.name); got != tc.prefix {
+				t.Fatalf("namePrefix = %q, want %q", got, tc.prefix)
+			}
+			key, err := newWaiterKey(namePrefix(tc.name), tagMutex, 0x1a2b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(key, tc.prefix+"m/1a2b-") {
+				t.Fatalf("key %q", key)
+			}
+			pk, ok := parseKey(key)
+			if !ok || pk.name != tc.name || pk.tag != tagMutex {
+				t.Fatalf("parseKey(%q) = %+v, %v", key, pk, ok)
+			}
+		})
+	}
+	k1, _ := newWaiterKey("d/", "m", 1)
+	k2, _ := newWaiterKey("d/", "m", 1)
+	if k1 == k2 {
+		t.Fatal("two acquisitions of one session got the same key")
+	}
+	// No name's range contains another's, even when one name is a prefix of the other.
+	names := []string{"jobs/a", "jobs/a/b", "jobs/a%", "jobs/a%/m", "jobs/ab"}
+	for _, a := range names {
+		for _, b := range names {
+			if a != b && strings.HasPrefix(namePrefix(b), namePrefix(a)) {
+				t.Fatalf("%q's keys lie under %q's prefix", b, a)
+			}
+		}
+	}
+	if !strings.HasPrefix(namePrefix("team-a/x"), listPrefix("team-a/")) || listPrefix("team-a/") != "etcdlock/team-a/" {
+		t.Fatal("team prefix")
+	}
+	if v := decodeValue([]byte(encodeValue("host/1", "v\"x"))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" {
+		t.Fatalf("value round trip: %+v", v)
+	}
+	if got := encodeValue("i", ""); got != `{"v":1,"identity":"i","value":""}` {
+		t.Fatalf("value %s", got)
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true}, {"a/b/c", true}, {"/", true}, {strings.Repeat("x", 1024), true},
+		{"", false}, {strings.Repeat("x", 1025), false}, {"\xc3\x28", false},
+	} {
+		err := validateName(tc.name)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidName)) {
+			t.Errorf("validateName(%.20q) = %v", tc.name, err)
+		}
+	}
+}
