@@ -218,7 +218,10 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 	for {
 		granted, next := pol.decide(ahead)
 		if granted {
-			if err := w.ctx.Err(); err != nil {
+			switch {
+			case ctx.Err() != nil: // ended first: no grant after the caller gave up
+				return ctxErr(ctx, ctx.Err())
+			case w.ctx.Err() != nil:
 				return context.Cause(w.ctx)
 			}
 			return w.q.s.live()
@@ -355,8 +358,11 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
 		}
-		resp, err := w.q.s.cli.Get(ctx, w.q.dir, opts...)
-		err = runHook(hookHandoffRead, err)
+		var resp *clientv3.GetResponse
+		err := runHook(hookHandoffRead, nil)
+		if err == nil {
+			resp, err = w.q.s.cli.Get(ctx, w.q.dir, opts...)
+		}
 		if err == nil {
 			if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != w.key {
 				return nil, w.lost()
