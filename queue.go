@@ -111,13 +111,18 @@ func (q queue) acquire(ctx context.Context, value string, pol policy) (*waiter, 
 	if err := q.s.live(); err != nil {
 		return nil, q.errorf(err)
 	}
-	w, ahead, known, err := q.enqueue(ctx, value, pol)
+	// Every call of the acquisition also ends when the session does, so a
+	// client cut off from the cluster fails with ErrSessionExpired instead of
+	// hanging until ctx ends.
+	opCtx, done := q.s.bound(ctx)
+	defer done()
+	w, ahead, known, err := q.enqueue(opCtx, value, pol)
 	if err != nil {
-		return nil, q.errorf(err)
+		return nil, q.errorf(q.s.cause(ctx, err))
 	}
-	if err := w.wait(ctx, pol, ahead, known); err != nil {
+	if err := w.wait(opCtx, pol, ahead, known); err != nil {
 		w.abandon(err)
-		return nil, q.errorf(err)
+		return nil, q.errorf(q.s.cause(ctx, err))
 	}
 	return w, nil
 }
@@ -480,7 +485,9 @@ func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
 	if err != nil {
 		return nil, q.errorf(err)
 	}
-	resp, err := q.s.cli.Txn(ctx).
+	opCtx, done := q.s.bound(ctx)
+	defer done()
+	resp, err := q.s.cli.Txn(opCtx).
 		If(clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix()).
 		Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
 		Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...)).
@@ -491,7 +498,7 @@ func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
 		}
 		// The Put may have been applied: the reaper deletes the key if it exists.
 		q.s.reap(key, 0, nil)
-		return nil, q.errorf(ctxErr(ctx, err))
+		return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs

@@ -373,6 +373,26 @@ func (s *Session) leaseGone(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// bound returns a context that ends when ctx ends or the session ends (then
+// with the session's cause), and the function that releases it.
+func (s *Session) bound(ctx context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	return c, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// cause maps err, the error of a call made on a bound(ctx) context, to the
+// session's cause when the session, not ctx, ended the call.
+func (s *Session) cause(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
+	return err
+}
+
 // goRun starts f in a goroutine owned by the session (Close waits for it);
 // false, without starting it, once the session is over.
 func (s *Session) goRun(f func()) bool {
