@@ -288,9 +288,9 @@ func TestLostGrant(t *testing.T) {
 	cli := newClient(t, nil)
 	ctx := testCtx(t, 30*time.Second)
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(s *Session, l *Lock) error
-		cause error
+		cause  error
 	}{
 		{"lease revoked", func(s *Session, _ *Lock) error { _, err := cli.Revoke(ctx, s.Lease()); return err }, ErrSessionExpired},
 		{"key deleted", func(_ *Session, l *Lock) error { _, err := cli.Delete(ctx, l.Key()); return err }, ErrLockLost},

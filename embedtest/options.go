@@ -1,0 +1,132 @@
+package embedtest
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrInvalidOption is wrapped by the error New (and Start, through t.Fatal)
+// reports when an Option was given a value it cannot honour. Options never
+// silently replace a bad value with a default.
+var ErrInvalidOption = errors.New("embedtest: invalid option")
+
+// Defaults used when no Option says otherwise.
+const (
+	// DefaultMembers is the number of members of a cluster.
+	DefaultMembers = 3
+	// DefaultTick is the raft heartbeat interval of every member.
+	DefaultTick = 100 * time.Millisecond
+	// DefaultElection is the raft election timeout of every member.
+	DefaultElection = 1000 * time.Millisecond
+
+	// maxElection is etcd's own upper bound for the election timeout.
+	maxElection = 50 * time.Second
+)
+
+// config is what the Options of New build.
+type config struct {
+	members  int
+	dir      string // "" = a fresh temporary directory, removed on Close
+	tick     time.Duration
+	election time.Duration
+	logger   *zap.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		members:  DefaultMembers,
+		tick:     DefaultTick,
+		election: DefaultElection,
+		logger:   zap.NewNop(),
+	}
+}
+
+// Option configures a Cluster built by New or Start. An Option reports a bad
+// value as an error wrapping ErrInvalidOption when it is applied; building an
+// Option never panics. Options are plain values and safe to share between
+// goroutines and clusters.
+type Option func(*config) error
+
+// applyOptions applies opts over the defaults.
+func applyOptions(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+		}
+		if err := o(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// WithMembers sets the number of members (default 3). n must be at least 1.
+func WithMembers(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMembers(%d): need at least one member", ErrInvalidOption, n)
+		}
+		c.members = n
+		return nil
+	}
+}
+
+// WithDir makes the cluster keep its data under dir (one subdirectory per
+// member, named after the member) instead of a fresh temporary directory.
+// The directory is created if needed and is not removed by Close. A member
+// subdirectory that already holds files makes New fail: every cluster starts
+// from empty data. dir must not be empty; a relative dir is made absolute.
+func WithDir(dir string) Option {
+	return func(c *config) error {
+		if dir == "" {
+			return fmt.Errorf("%w: WithDir: empty directory", ErrInvalidOption)
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("%w: WithDir(%q): %w", ErrInvalidOption, dir, err)
+		}
+		c.dir = abs
+		return nil
+	}
+}
+
+// WithTick sets the raft heartbeat interval (tick) and election timeout of
+// every member (default 100ms and 1000ms). Both must be whole milliseconds,
+// tick > 0, election >= 5*tick and election <= 50s (etcd's own limits).
+// Short ticks make leaders churn under -race on small machines: DESIGN.md
+// advises never to go below 50ms / 500ms in CI. The minimum lease TTL etcd
+// grants is about 1.5 times the election timeout.
+func WithTick(tick, election time.Duration) Option {
+	return func(c *config) error {
+		switch {
+		case tick <= 0:
+			return fmt.Errorf("%w: WithTick: tick %v must be positive", ErrInvalidOption, tick)
+		case tick%time.Millisecond != 0 || election%time.Millisecond != 0:
+			return fmt.Errorf("%w: WithTick(%v, %v): durations must be whole milliseconds", ErrInvalidOption, tick, election)
+		case election < 5*tick:
+			return fmt.Errorf("%w: WithTick(%v, %v): election must be at least 5 ticks", ErrInvalidOption, tick, election)
+		case election > maxElection:
+			return fmt.Errorf("%w: WithTick(%v, %v): election must be at most %v", ErrInvalidOption, tick, election, maxElection)
+		}
+		c.tick, c.election = tick, election
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the etcd members (each member logs with a
+// "member" field naming it). The default discards everything. l must not be
+// nil. Clients made by the Cluster always log nothing.
+func WithLogger(l *zap.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}

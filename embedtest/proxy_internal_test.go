@@ -1,0 +1,203 @@
+package embedtest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer echoes every connection until closed; it records the
+// server-side connections so a test can close them.
+type echoServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newEchoServer(t *testing.T) *echoServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &echoServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				_, _ = io.Copy(c, c)
+				_ = c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.closeConns()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *echoServer) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+	s.conns = nil
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func send(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expect reads exactly want from c, waiting up to 10 s.
+func expect(t *testing.T, c net.Conn, want string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("read %q: %v", want, err)
+	}
+	if string(buf) != want {
+		t.Fatalf("read %q, want %q", buf, want)
+	}
+}
+
+// expectSilence checks that nothing (neither bytes nor a close) arrives on c
+// for a while.
+func expectSilence(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 1)
+	n, err := c.Read(buf)
+	var ne net.Error
+	if n != 0 || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read %d bytes, %v: want silence", n, err)
+	}
+}
+
+// expectClosed checks that c is closed by the other end within 10 s.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1)
+	n, err := c.Read(buf)
+	var ne net.Error
+	if n != 0 || err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("read %d bytes, %v: want the connection closed", n, err)
+	}
+}
+
+func TestProxyGate(t *testing.T) {
+	srv := newEchoServer(t)
+	g := newGate()
+	p, err := newProxy(srv.ln.Addr().String(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+
+	c1 := dial(t, p.addr())
+	send(t, c1, "a")
+	expect(t, c1, "a")
+
+	g.close()
+	send(t, c1, "b")
+	expectSilence(t, c1)
+	c2 := dial(t, p.addr()) // accepted while cut, but nothing flows
+	send(t, c2, "c")
+	expectSilence(t, c2)
+
+	g.reopen()
+	expect(t, c1, "b")
+	expect(t, c2, "c")
+
+	// A close is held back while cut, like any other traffic.
+	g.close()
+	srv.closeConns()
+	expectSilence(t, c1)
+	g.reopen()
+	expectClosed(t, c1)
+	expectClosed(t, c2)
+
+	// Closing the proxy closes its connections, even while cut.
+	c3 := dial(t, p.addr())
+	send(t, c3, "d")
+	expect(t, c3, "d")
+	g.close()
+	p.close()
+	expectClosed(t, c3)
+}
+
+func TestProxyTarget(t *testing.T) {
+	srv := newEchoServer(t)
+	p, err := newProxy("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+
+	// No target: connections are accepted and closed at once.
+	expectClosed(t, dial(t, p.addr()))
+
+	p.setTarget(srv.ln.Addr().String())
+	c := dial(t, p.addr())
+	send(t, c, "x")
+	expect(t, c, "x")
+
+	// Changing the target (here: to none, as Kill does) closes connections.
+	p.setTarget("")
+	expectClosed(t, c)
+	expectClosed(t, dial(t, p.addr()))
+
+	p.close()
+	p.close() // idempotent
+	if c, err := net.DialTimeout("tcp", p.addr(), time.Second); err == nil {
+		_ = c.Close()
+		t.Fatal("a closed proxy still accepts connections")
+	}
+}
+
+func TestCallCounter(t *testing.T) {
+	cc := newCallCounter()
+	cc.add("/a")
+	cc.add("/a")
+	cc.add("/b")
+	if got := cc.get("/a"); got != 2 {
+		t.Errorf(`get("/a") = %d, want 2`, got)
+	}
+	if got := cc.get(""); got != 3 {
+		t.Errorf(`get("") = %d, want 3`, got)
+	}
+	if got := cc.get("/c"); got != 0 {
+		t.Errorf(`get("/c") = %d, want 0`, got)
+	}
+}
