@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,4 +174,85 @@ func TestCrashedClientFreesLock(t *testing.T) {
 	if l.Token() <= childToken {
 		t.Fatalf("token %d not above the crashed holder's %d", l.Token(), childToken)
 	}
+}
+
+// TestNoGoroutineOutlivesSessionAndClient exercises every goroutine the
+// library starts (keeper, reaper, own-key monitors, waits) and checks that
+// none is left once the sessions and the client are closed.
+func TestNoGoroutineOutlivesSessionAndClient(t *testing.T) {
+	before := ourGoroutines()
+	func() {
+		cli, err := shared.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		ctx := testCtx(t, 30*time.Second)
+		s1, err := NewSession(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := NewSession(ctx, cli, WithLeaderPinning(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := uniqueName(t)
+		l, err := NewMutex(s1, name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Context() // starts the own-key monitor
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if _, err := NewMutex(s2, name).Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("waiting Lock: %v", err)
+		}
+		cancel()
+		dead, cancelDead := context.WithCancel(ctx)
+		cancelDead()
+		_ = l.Unlock(dead) // hands the key to the reaper
+		if err := s1.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// s2 is not closed: closing its client must end it and its goroutines.
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for id, stack := range ourGoroutines() {
+			if _, ok := before[id]; !ok {
+				left = append(left, stack)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of etcdlock outlived their session and client:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ourGoroutines returns the stacks, by goroutine header, of the goroutines
+// running code of package etcdlock itself (not embedtest, not tests).
+func ourGoroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "github.com/etcdlock/etcdlock.") || strings.Contains(g, "testing.tRunner") ||
+			strings.Contains(g, "testing.(*M)") {
+			continue
+		}
+		header, _, _ := strings.Cut(g, " [")
+		out[header] = g
+	}
+	return out
 }
