@@ -115,3 +115,39 @@ func ExampleFence() {
 	// accepted from the next holder, token 9
 	// rejected from the paused holder: etcdlock: stale token: token 7, highest admitted 9
 }
+
+func ExampleElection_Run() {
+	c := startCluster()
+	defer c.Close()
+	cli, err := c.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	s, err := etcdlock.NewSession(context.Background(), cli)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	ctx, stop := context.WithCancel(context.Background())
+	e := etcdlock.NewElection(s, "reports/leader")
+	err = e.Run(ctx, "10.0.0.7:8080", func(ctx context.Context) error {
+		l, _ := etcdlock.LeadershipFromContext(ctx)
+		info, err := e.Leader(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println("leading as", info.Value, "with a fencing token:", l.Token() > 0)
+		stop() // a deploy: Run resigns, so the next replica leads at once
+		<-ctx.Done()
+		return nil
+	})
+	fmt.Println("Run returned", err)
+	_, err = e.Leader(context.Background())
+	fmt.Println("leader after Run:", err)
+	// Output:
+	// leading as 10.0.0.7:8080 with a fencing token: true
+	// Run returned <nil>
+	// leader after Run: etcdlock: leader "reports/leader": etcdlock: no leader
+}
