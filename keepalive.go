@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -21,6 +22,7 @@ const (
 	statusTimeout  = time.Second
 	leaderCheck    = 2 * time.Second
 	wallSweep      = time.Second
+	watchdogTick   = 100 * time.Millisecond
 	minStall       = 500 * time.Millisecond
 	reconnectFloor = 50 * time.Millisecond
 	reconnectCeil  = time.Second
@@ -277,14 +279,32 @@ func (k *keeper) leaderEndpoint() string {
 }
 
 // serve runs one keepalive stream on conn until it fails, stalls, its
-// endpoint stops being the leader, or the keeper stops.
+// endpoint stops being the leader, or the keeper stops. Watchdogs that never
+// block on the network cancel the stream's context when it stalls, which
+// also unblocks an opening stream or a Send stuck on flow control.
 func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
-	sctx, scancel := context.WithCancel(clientv3.WithRequireLeader(k.ctx))
-	defer scancel()
+	sctx, scancel := context.WithCancelCause(clientv3.WithRequireLeader(k.ctx))
+	var opened atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		k.watchdog(sctx, scancel, &opened, time.Now())
+	}()
+	go func() {
+		defer wg.Done()
+		k.followLeader(sctx, scancel, conn, ep)
+	}()
+	defer func() {
+		scancel(nil)
+		wg.Wait()
+	}()
+
 	stream, err := pb.NewLeaseClient(conn).LeaseKeepAlive(sctx)
 	if err != nil {
-		return err
+		return streamErr(sctx, err)
 	}
+	opened.Store(true)
 	for _, s := range k.snapshot() {
 		s.resetInflight()
 		k.push(s, time.Now())
@@ -294,16 +314,12 @@ func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
 	k.mu.Unlock()
 
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- k.recvLoop(stream) }()
-	defer func() {
-		scancel()
-		<-recvErr
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		recvErr <- k.recvLoop(stream)
 	}()
 
-	checkTick := time.NewTicker(leaderCheck)
-	defer checkTick.Stop()
-	sweepTick := time.NewTicker(wallSweep)
-	defer sweepTick.Stop()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -313,77 +329,115 @@ func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
 			if !s.recordSend(now) {
 				continue
 			}
-			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.lease)}); err != nil {
-				return err
-			}
 			k.mu.Lock()
 			if k.outstanding == 0 {
 				k.firstUnacked = now
 			}
 			k.outstanding++
 			k.mu.Unlock()
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.lease)}); err != nil {
+				return streamErr(sctx, err)
+			}
 			k.push(s, now.Add(max(s.ttl/10, 100*time.Millisecond)))
-		}
-		if err := k.stalled(now); err != nil {
-			return err
 		}
 		timer.Reset(time.Until(next))
 		select {
 		case <-timer.C:
 		case <-k.kick:
 		case err := <-recvErr:
-			recvErr <- err // for the deferred receive
-			return err
-		case <-checkTick.C:
-			if err := k.checkLeader(conn, ep); err != nil {
-				return err
-			}
-		case <-sweepTick.C:
-			for _, s := range k.snapshot() {
-				s.checkExpiry()
-			}
+			return streamErr(sctx, err)
 		case <-sctx.Done():
-			return sctx.Err()
+			return context.Cause(sctx)
 		}
 	}
 }
 
-// stalled reports a stream on which requests have gone unanswered for a
-// fifth of the shortest TTL (at least 500ms): the path or member is dead even if
-// TCP has not noticed yet.
-func (k *keeper) stalled(now time.Time) error {
+// streamErr prefers the reason the stream's context was canceled.
+func streamErr(sctx context.Context, err error) error {
+	if sctx.Err() != nil {
+		return context.Cause(sctx)
+	}
+	return err
+}
+
+// watchdog ends the stream when it does not open in time or stalls, and
+// checks every session's validity on the wall clock once a second (Go's
+// monotonic clock stops while the machine is suspended).
+func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, opened *atomic.Bool, start time.Time) {
+	tick := time.NewTicker(watchdogTick)
+	defer tick.Stop()
+	lastSweep := start
+	for {
+		select {
+		case <-sctx.Done():
+			return
+		case now := <-tick.C:
+			if !opened.Load() && now.Sub(start) > k.stallLimit() {
+				stop(errStalled)
+				return
+			}
+			if err := k.stalled(now); err != nil {
+				stop(err)
+				return
+			}
+			if now.Sub(lastSweep) >= wallSweep {
+				lastSweep = now
+				for _, s := range k.snapshot() {
+					s.checkExpiry()
+				}
+			}
+		}
+	}
+}
+
+// followLeader ends the stream when it should move: its endpoint is no
+// longer the leader, or (the fallback while pinning) a leader is known again.
+func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, ep string) {
+	if !k.key.pinned {
+		return
+	}
+	tick := time.NewTicker(leaderCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sctx.Done():
+			return
+		case <-tick.C:
+		}
+		if ep == "" {
+			if k.leaderEndpoint() != "" {
+				stop(errLeaderFound)
+				return
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(sctx, statusTimeout)
+		resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
+		cancel()
+		if err == nil && resp.Leader != resp.Header.MemberId {
+			stop(errLeaderMoved)
+			return
+		}
+	}
+}
+
+// stallLimit is how long requests may go unanswered (or a stream take to
+// open) before the stream is replaced: a fifth of the shortest TTL, at least
+// 500ms.
+func (k *keeper) stallLimit() time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.outstanding == 0 {
-		return nil
-	}
-	if now.Sub(k.firstUnacked) > max(minStall, k.minTTL/5) {
-		return errStalled
-	}
-	return nil
+	return max(minStall, k.minTTL/5)
 }
 
-// checkLeader returns an error when the stream should move: its endpoint is
-// no longer the leader, or (unpinned fallback while pinning) a leader is known
-// again.
-func (k *keeper) checkLeader(conn *grpc.ClientConn, ep string) error {
-	if !k.key.pinned {
-		return nil
-	}
-	if ep == "" {
-		if k.leaderEndpoint() != "" {
-			return errLeaderFound
-		}
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
-	defer cancel()
-	resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
-	if err != nil {
-		return nil // the stream itself tells us when the member is gone
-	}
-	if resp.Leader != resp.Header.MemberId {
-		return errLeaderMoved
+// stalled reports a stream on which requests have gone unanswered for the
+// stall limit: the path or member is dead even if TCP has not noticed yet.
+func (k *keeper) stalled(now time.Time) error {
+	limit := k.stallLimit()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.outstanding > 0 && now.Sub(k.firstUnacked) > limit {
+		return errStalled
 	}
 	return nil
 }

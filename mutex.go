@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Mutex is a fair, distributed mutual-exclusion lock on one name. Waiters are
@@ -144,34 +146,44 @@ func (l *Lock) finish(err error) {
 }
 
 // release ends a grant: it cancels the waiter's context with ErrReleased
-// and deletes its key, guarded by its create revision. final is false when
-// the delete's outcome is unknown (ctx ended or the cluster did not answer).
+// and deletes its key, guarded by its create revision, retrying failed
+// deletes until ctx ends. final is false when the delete's outcome is still
+// unknown then (the caller hands the key to the reaper).
 func (w *waiter) release(ctx context.Context) (err error, final bool) {
 	if w.ctx.Err() != nil {
 		return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx))), true
 	}
 	w.lose(ErrReleased)
-	if err := ctx.Err(); err != nil {
-		return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
-	}
-	resp, err := w.q.s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpDelete(w.key)).
-		Commit()
-	switch {
-	case err != nil && w.q.s.failed(err) != nil:
-		return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, ErrSessionExpired)), true
-	case err != nil:
-		return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
-	case !resp.Succeeded:
-		// The key was already gone: the grant was lost before this call.
-		cause := ErrLockLost
-		lctx, cancel := context.WithTimeout(context.Background(), lossLookup)
-		if gone, _ := w.q.s.leaseGone(lctx); gone {
-			cause = ErrSessionExpired
+	unknown := false // an earlier attempt may have deleted the key
+	backoff := 20 * time.Millisecond
+	for {
+		if err := ctx.Err(); err != nil {
+			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
 		}
-		cancel()
-		return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, cause)), true
+		resp, err := w.q.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
+			Then(clientv3.OpDelete(w.key)).
+			Commit()
+		switch {
+		case err == nil && (resp.Succeeded || unknown):
+			return nil, true
+		case err == nil:
+			// The key was already gone: the grant was lost before this call.
+			cause := ErrLockLost
+			lctx, cancel := context.WithTimeout(context.Background(), lossLookup)
+			if gone, _ := w.q.s.leaseGone(lctx); gone {
+				cause = ErrSessionExpired
+			}
+			cancel()
+			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, cause)), true
+		case w.q.s.failed(err) != nil:
+			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, ErrSessionExpired)), true
+		}
+		unknown = true
+		w.q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
+		if !sleepCtx(ctx, jitter(backoff)) {
+			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, ctx.Err()))), false
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	return nil, true
 }

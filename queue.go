@@ -194,12 +194,25 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	if len(ahead) > 0 && !tagsCompatible(tagOf(q.dir, string(ahead[0].Key)), q.tag) {
-		kind, _ := kindOfTag(tagOf(q.dir, string(ahead[0].Key)))
-		w.abandon(nil)
-		return nil, nil, false, fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+	if err := q.checkKind(ahead); err != nil {
+		w.abandon(err)
+		return nil, nil, false, err
 	}
 	return w, ahead, known, nil
+}
+
+// checkKind fails with ErrKindMismatch when the nearest key ahead belongs to
+// another kind of recipe. Checking the nearest is enough: every key was
+// checked against its own predecessor when it joined.
+func (q queue) checkKind(ahead []*mvccpb.KeyValue) error {
+	if len(ahead) == 0 {
+		return nil
+	}
+	if tag := tagOf(q.dir, string(ahead[0].Key)); !tagsCompatible(tag, q.tag) {
+		kind, _ := kindOfTag(tag)
+		return fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+	}
+	return nil
 }
 
 // abandon gives up the acquisition: it ends the waiter's context and deletes
@@ -217,6 +230,9 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 	if !known {
 		var err error
 		if ahead, err = w.read(ctx, 0, pol); err != nil {
+			return err
+		}
+		if err := w.q.checkKind(ahead); err != nil {
 			return err
 		}
 	}
@@ -401,7 +417,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 func (w *waiter) lost() error {
 	if w.ctx.Err() == nil {
 		cause := ErrLockLost
-		ctx, cancel := context.WithTimeout(context.Background(), lossLookup)
+		ctx, cancel := context.WithTimeout(w.q.s.ctx, lossLookup)
 		gone, err := w.q.s.leaseGone(ctx)
 		cancel()
 		switch {
@@ -514,6 +530,10 @@ func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
 		return nil, q.errorf(ErrLocked)
 	}
 	w := q.newWaiter(key, resp.Header.Revision)
+	if err := ctx.Err(); err != nil { // ended first: no grant after the caller gave up
+		w.abandon(err)
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
 	if err := q.s.live(); err != nil {
 		w.abandon(err)
 		return nil, q.errorf(err)

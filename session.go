@@ -126,9 +126,11 @@ type Session struct {
 	sent      []time.Time
 	expiry    *time.Timer
 	detached  bool
-	reapQ     []reapItem
-	reaping   bool
-	wg        sync.WaitGroup // every goroutine the session and its grants start
+	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
+	leaseGoneSeen bool
+	reapQ         []reapItem
+	reaping       bool
+	wg            sync.WaitGroup // every goroutine the session and its grants start
 
 	closeOnce sync.Once
 	closeErr  error
@@ -182,15 +184,23 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	valid := sentAt.Add(ttl - s.margin())
 	s.validMono, s.validWall = valid, valid.Round(0)
-	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
+	giveUp := func(reason string) (*Session, error) {
+		s.expire(ErrSessionExpired, reason)
+		_ = s.Close() // revokes (best effort) and waits for the session's goroutines
+		return nil, fmt.Errorf("etcdlock: new session: %s: %w", reason, ErrSessionExpired)
+	}
 	s.keeper = acquireKeeper(cli, o.pinning, o.logger)
+	s.mu.Lock()
+	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
+	s.mu.Unlock()
+	if !time.Now().Before(valid) {
+		return giveUp("the lease grant took longer than the TTL")
+	}
 	if !s.keeper.add(s, sentAt.Add(ttl/3)) {
-		// The client closed while we were granting.
-		s.expire(ErrSessionExpired, "client closed")
-		rctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
-		defer cancel()
-		_, _ = cli.Revoke(rctx, s.lease) // best effort: the client is closing
-		return nil, fmt.Errorf("etcdlock: new session: client closed: %w", ErrSessionExpired)
+		return giveUp("client closed")
+	}
+	if s.Err() != nil {
+		return giveUp("lost while starting")
 	}
 	s.log.Debug("session started", zap.Duration("ttl", ttl))
 	return s, nil
@@ -268,7 +278,7 @@ func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
 	s.sent = s.sent[1:]
 	if ttl <= 0 {
 		s.mu.Unlock()
-		s.expire(ErrSessionExpired, "lease not found on keepalive")
+		s.markLeaseGone("lease not found on keepalive")
 		return time.Time{}, false
 	}
 	valid := sentAt.Add(time.Duration(ttl)*time.Second - s.margin())
@@ -289,8 +299,8 @@ func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
 func (s *Session) recordSend(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return false
+	if s.err != nil || !now.Before(s.validMono) || !now.Round(0).Before(s.validWall) {
+		return false // lost, or about to be: never renew what was declared lost
 	}
 	s.sent = append(s.sent, now)
 	return true
@@ -312,15 +322,67 @@ func (s *Session) expire(cause error, reason string) {
 		return
 	}
 	s.err = cause
-	s.expiry.Stop()
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+	// A session lost by its own clock may still have a live lease (and a
+	// keepalive may have slipped out as it was lost): revoke it, best
+	// effort, so its keys do not outlive the loss by another TTL.
+	revoke := cause == ErrSessionExpired && !s.leaseGoneSeen && s.cli.Ctx().Err() == nil
+	if revoke {
+		s.wg.Add(1)
+	}
 	s.mu.Unlock()
+	if revoke {
+		go func() {
+			defer s.wg.Done()
+			_ = s.revoke()
+		}()
+	}
 	s.detach()
-	s.cancel(cause)
+	if cause == ErrSessionClosed {
+		s.cancel(errClosedCause)
+	} else {
+		s.cancel(cause)
+	}
 	if cause == ErrSessionExpired {
 		s.log.Warn("session lost", zap.String("reason", reason))
 	} else {
 		s.log.Debug("session closed")
 	}
+}
+
+// errClosedCause is the cause of the session's context (and so of every
+// grant's and waiter's) after Close: the lease is revoked, so it matches both
+// ErrSessionClosed and ErrSessionExpired.
+var errClosedCause error = closedCause{}
+
+type closedCause struct{}
+
+func (closedCause) Error() string { return ErrSessionClosed.Error() }
+func (closedCause) Is(target error) bool {
+	return target == ErrSessionClosed || target == ErrSessionExpired
+}
+
+// revoke revokes the lease, bounded by min(TTL, 5s). A lease the server no
+// longer knows counts as revoked.
+func (s *Session) revoke() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
+	defer cancel()
+	_, err := s.cli.Revoke(ctx, s.lease)
+	if err != nil && !isLeaseNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// markLeaseGone records that the server reported the lease gone, and ends
+// the session.
+func (s *Session) markLeaseGone(reason string) {
+	s.mu.Lock()
+	s.leaseGoneSeen = true
+	s.mu.Unlock()
+	s.expire(ErrSessionExpired, reason)
 }
 
 // detach removes the session from its keeper, once.
@@ -340,7 +402,7 @@ func (s *Session) detach() {
 // out). It returns ErrSessionExpired in that case, else nil.
 func (s *Session) failed(err error) error {
 	if isLeaseNotFound(err) {
-		s.expire(ErrSessionExpired, "lease not found on write")
+		s.markLeaseGone("lease not found on write")
 		return ErrSessionExpired
 	}
 	return nil
@@ -361,13 +423,13 @@ func (s *Session) leaseGone(ctx context.Context) (bool, error) {
 	resp, err := s.cli.TimeToLive(ctx, s.lease)
 	if err != nil {
 		if isLeaseNotFound(err) {
-			s.expire(ErrSessionExpired, "lease not found")
+			s.markLeaseGone("lease not found")
 			return true, nil
 		}
 		return false, err
 	}
 	if resp.TTL <= 0 {
-		s.expire(ErrSessionExpired, "lease not found")
+		s.markLeaseGone("lease not found")
 		return true, nil
 	}
 	return false, nil
@@ -419,11 +481,11 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		wasLive := s.Err() == nil
 		s.expire(ErrSessionClosed, "closed")
-		if wasLive && s.cli.Ctx().Err() == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
-			_, err := s.cli.Revoke(ctx, s.lease)
-			cancel()
-			if err != nil && !isLeaseNotFound(err) {
+		s.mu.Lock()
+		gone := s.leaseGoneSeen
+		s.mu.Unlock()
+		if wasLive && !gone && s.cli.Ctx().Err() == nil {
+			if err := s.revoke(); err != nil {
 				s.closeErr = fmt.Errorf("etcdlock: close session: revoke lease %x: %w", int64(s.lease), err)
 			}
 		}
