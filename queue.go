@@ -27,22 +27,58 @@ const (
 )
 
 // policy decides, from the keys created before mine (nearest first, at most
-// lookback of them), whether I hold the grant, and if not which key to watch.
+// lookback of them; 0 means all), whether I hold a grant, and if not what to
+// watch until the decision may change.
 type policy interface {
 	lookback() int64
-	decide(ahead []*mvccpb.KeyValue) (granted bool, watch string)
+	decide(ahead []*mvccpb.KeyValue) (granted bool, plan watchPlan)
+	// touchOnGrant says whether a waiter that was granted after waiting must
+	// rewrite its key (same value) so that the waiter behind it, which watches
+	// it, re-reads the queue (Semaphore: the next waiter becomes the front).
+	touchOnGrant() bool
+}
+
+// watchPlan is what a waiter watches: one key ahead of it, or (set != nil)
+// the queue's whole directory, of which only the keys in set matter.
+type watchPlan struct {
+	key  string
+	set  map[string]bool
+	puts bool // a PUT on key matters too (the key's grant, see touchOnGrant)
+}
+
+func watchKey(key string) watchPlan { return watchPlan{key: key} }
+
+// matters reports whether an event on key of type t can change the decision.
+func (p watchPlan) matters(key string, t mvccpb.Event_EventType) bool {
+	if p.set != nil {
+		return t == mvccpb.DELETE && p.set[key]
+	}
+	return key == p.key && (t == mvccpb.DELETE || p.puts)
+}
+
+func (p watchPlan) equal(o watchPlan) bool {
+	if p.key != o.key || p.puts != o.puts || len(p.set) != len(o.set) || (p.set == nil) != (o.set == nil) {
+		return false
+	}
+	for k := range p.set {
+		if !o.set[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // exclusive is the Mutex and Election policy: granted when nobody is ahead,
 // else watch the nearest key ahead.
 type exclusive struct{}
 
-func (exclusive) lookback() int64 { return 1 }
-func (exclusive) decide(ahead []*mvccpb.KeyValue) (bool, string) {
+func (exclusive) lookback() int64    { return 1 }
+func (exclusive) touchOnGrant() bool { return false }
+func (exclusive) decide(ahead []*mvccpb.KeyValue) (bool, watchPlan) {
 	if len(ahead) == 0 {
-		return true, ""
+		return true, watchPlan{}
 	}
-	return false, string(ahead[0].Key)
+	return false, watchKey(string(ahead[0].Key))
 }
 
 // hookPoint names a point of an acquisition where package-internal tests
@@ -236,8 +272,9 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 			return err
 		}
 	}
+	waited := false
 	for {
-		granted, next := pol.decide(ahead)
+		granted, plan := pol.decide(ahead)
 		if granted {
 			switch {
 			case ctx.Err() != nil: // ended first: no grant after the caller gave up
@@ -245,31 +282,69 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 			case w.ctx.Err() != nil:
 				return context.Cause(w.ctx)
 			}
+			if waited && pol.touchOnGrant() {
+				if err := w.touch(ctx); err != nil {
+					return err
+				}
+			}
 			return w.q.s.live()
 		}
+		waited = true
 		w.startMonitor() // a waiter notices at once when its own key is gone
 		var err error
-		if ahead, err = w.await(ctx, pol, next); err != nil {
+		if ahead, err = w.await(ctx, pol, plan); err != nil {
 			return err
 		}
 	}
 }
 
-// await watches key (a key ahead of mine) until the policy's decision changes,
-// and returns the keys ahead at that point. A watch that fails is re-opened
-// from the last revision seen + 1, so no failure costs the waiter its place.
-func (w *waiter) await(ctx context.Context, pol policy, key string) ([]*mvccpb.KeyValue, error) {
+// touch rewrites the waiter's key with its value (guarded by its create
+// revision), retrying until ctx ends, so that a waiter watching it re-reads.
+func (w *waiter) touch(ctx context.Context) error {
+	backoff := 20 * time.Millisecond
+	for {
+		resp, err := w.q.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
+			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
+			Commit()
+		switch {
+		case err == nil && resp.Succeeded:
+			return nil
+		case err == nil:
+			return w.lost()
+		case w.q.s.failed(err) != nil:
+			return ErrSessionExpired
+		}
+		if !sleepCtx(ctx, jitter(backoff)) {
+			return ctxErr(ctx, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// await watches what plan names until the policy's decision changes, and
+// returns the keys ahead at that point. A watch that fails is re-opened from
+// the last revision seen + 1, so no failure costs the waiter its place.
+func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvccpb.KeyValue, error) {
 	var from int64 // 0: a fresh, synced watch with a created notification
 	backoff := 50 * time.Millisecond
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		opts := []clientv3.OpOption{clientv3.WithFilterPut()}
+		key := plan.key
+		var opts []clientv3.OpOption
+		if plan.set != nil {
+			key = w.q.dir
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		if !plan.puts {
+			opts = append(opts, clientv3.WithFilterPut())
+		}
 		if from == 0 {
 			opts = append(opts, clientv3.WithCreatedNotify())
 		} else {
 			opts = append(opts, clientv3.WithRev(from))
 		}
-		ahead, next, err := w.consume(ctx, w.q.s.cli.Watch(wctx, key, opts...), pol, key, from)
+		ahead, next, err := w.consume(ctx, w.q.s.cli.Watch(wctx, key, opts...), pol, plan, from)
 		cancel()
 		if ahead != nil || err != nil {
 			return ahead, err
@@ -292,7 +367,7 @@ func (w *waiter) await(ctx context.Context, pol policy, key string) ([]*mvccpb.K
 // consume reads one watch. It returns the new keys ahead when the decision
 // changed, an error when the wait must end, or neither with the revision to
 // resume from (0: start fresh) when the watch ended.
-func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy, key string, from int64) ([]*mvccpb.KeyValue, int64, error) {
+func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy, plan watchPlan, from int64) ([]*mvccpb.KeyValue, int64, error) {
 	next := from
 	_ = runHook(hookWaiting, nil)
 	for {
@@ -307,26 +382,26 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 			}
 			if resp.CompactRevision != 0 {
 				// Events we needed may be gone: re-read, then watch afresh.
-				ahead, changed, err := w.check(ctx, 0, pol, key)
+				ahead, changed, err := w.check(ctx, 0, pol, plan)
 				if err != nil || changed {
 					return ahead, 0, err
 				}
 				return nil, 0, nil
 			}
 			if resp.Canceled || resp.Err() != nil {
-				w.q.s.log.Debug("watch ended", zap.String("key", key), zap.Error(resp.Err()))
+				w.q.s.log.Debug("watch ended", zap.String("key", plan.key), zap.Error(resp.Err()))
 				return nil, next, nil
 			}
 			if resp.Created {
-				// The predecessor may have gone before the watch began: check
-				// the queue at the watch's start revision. A start below my
-				// revision means the watch's member is behind my write; it
-				// will deliver the predecessor's delete, so there is nothing
-				// to check yet.
+				// What we watch may have changed before the watch began:
+				// check the queue at the watch's start revision. A start below
+				// my revision means the watch's member is behind my write; it
+				// will deliver every later event, so there is nothing to check
+				// yet.
 				c := resp.Header.Revision
 				next = c + 1
 				if c >= w.rev {
-					ahead, changed, err := w.check(ctx, c, pol, key)
+					ahead, changed, err := w.check(ctx, c, pol, plan)
 					if err != nil || changed {
 						return ahead, 0, err
 					}
@@ -334,10 +409,10 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 				continue
 			}
 			for _, ev := range resp.Events {
-				if ev.Type != mvccpb.DELETE {
+				if !plan.matters(string(ev.Kv.Key), ev.Type) {
 					continue
 				}
-				ahead, changed, err := w.check(ctx, ev.Kv.ModRevision, pol, key)
+				ahead, changed, err := w.check(ctx, ev.Kv.ModRevision, pol, plan)
 				if err != nil || changed {
 					return ahead, 0, err
 				}
@@ -350,14 +425,14 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 }
 
 // check reads the queue at rev (0: now) and reports whether the decision
-// differs from "watch key".
-func (w *waiter) check(ctx context.Context, rev int64, pol policy, key string) ([]*mvccpb.KeyValue, bool, error) {
+// differs from plan.
+func (w *waiter) check(ctx context.Context, rev int64, pol policy, plan watchPlan) ([]*mvccpb.KeyValue, bool, error) {
 	ahead, err := w.read(ctx, rev, pol)
 	if err != nil {
 		return nil, false, err
 	}
 	granted, next := pol.decide(ahead)
-	return ahead, granted || next != key, nil
+	return ahead, granted || !next.equal(plan), nil
 }
 
 // read returns the keys ahead of mine at rev (a serializable read, no
@@ -491,6 +566,12 @@ func (w *waiter) monitor() {
 // empty range compares as a zero key). It returns ErrLocked, wrapped with the
 // holder's key, when the name is taken, and writes nothing then.
 func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
+	return q.tryEnqueueIf(ctx, value, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
+}
+
+// tryEnqueueIf writes a key only if every cmp holds, in one Txn, and
+// otherwise fails with ErrLocked (or ErrKindMismatch), writing nothing.
+func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.Cmp) (*waiter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, q.errorf(ctxErr(ctx, err))
 	}
@@ -504,7 +585,7 @@ func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
 	opCtx, done := q.s.bound(ctx)
 	defer done()
 	resp, err := q.s.cli.Txn(opCtx).
-		If(clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix()).
+		If(cmps...).
 		Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
 		Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...)).
 		Commit()

@@ -1,0 +1,195 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestRWMutexExclusion(t *testing.T) {
+	const workers, rounds = 6, 8
+	name := uniqueName(t)
+	ctx := testCtx(t, 2*time.Minute)
+	var (
+		fence            Fence
+		readers, writers atomic.Int32
+		sharedSeen       atomic.Bool
+		wg               sync.WaitGroup
+	)
+	for i := 0; i < workers; i++ {
+		m := NewRWMutex(openSession(t, nil), name)
+		write := i%3 == 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				var l *Lock
+				var err error
+				if write {
+					l, err = m.Lock(ctx)
+				} else {
+					l, err = m.RLock(ctx)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if write {
+					if err := fence.Admit(l.Token()); err != nil {
+						t.Errorf("writer admit: %v", err)
+					}
+					if w, rd := writers.Add(1), readers.Load(); w != 1 || rd != 0 {
+						t.Errorf("writer inside with %d writers and %d readers", w, rd)
+					}
+					time.Sleep(time.Millisecond)
+					writers.Add(-1)
+				} else {
+					if err := fence.AdmitShared(l.Token()); err != nil {
+						t.Errorf("reader admit: %v", err)
+					}
+					if n := readers.Add(1); n > 1 {
+						sharedSeen.Store(true)
+					}
+					if w := writers.Load(); w != 0 {
+						t.Errorf("reader inside with %d writers", w)
+					}
+					time.Sleep(2 * time.Millisecond)
+					readers.Add(-1)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if !sharedSeen.Load() {
+		t.Fatal("readers never held together")
+	}
+}
+
+// TestRWMutexFIFO: holder reader R0; then writer W1, reader R2, reader R3
+// queue. R2 and R3 must not pass W1 (no writer starvation); after W1, both
+// readers hold together.
+func TestRWMutexFIFO(t *testing.T) {
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, time.Minute)
+	s := openSession(t, cli)
+	r0, err := NewRWMutex(s, name).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRWMutex(s, name).TryLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryLock with a reader holding: %v", err)
+	}
+	r, err := NewRWMutex(s, name).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock with only readers: %v", err)
+	}
+	_ = r.Unlock(ctx)
+	events := make(chan string, 10)
+	locks := make(chan *Lock, 10)
+	start := func(label string, write bool) {
+		before := len(keysUnder(t, cli, name))
+		go func() {
+			m := NewRWMutex(openSession(t, cli), name)
+			var l *Lock
+			var err error
+			if write {
+				l, err = m.Lock(ctx)
+			} else {
+				l, err = m.RLock(ctx)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			events <- label
+			locks <- l
+		}()
+		waitFor(t, 10*time.Second, label+" to queue", func() bool { return len(keysUnder(t, cli, name)) > before })
+	}
+	start("W1", true)
+	start("R2", false)
+	start("R3", false)
+	if _, err := NewRWMutex(s, name).TryRLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryRLock with a writer waiting: %v", err)
+	}
+	st, err := Describe(ctx, cli, name)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Mode != "read" || len(st.Waiters) != 3 || st.Waiters[0].Mode != "write" {
+		t.Fatalf("describe: %+v %v", st, err)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("%s was granted while R0 holds and W1 waits", e)
+	default:
+	}
+	if err := r0.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-events; e != "W1" {
+		t.Fatalf("first grant after R0 went to %s", e)
+	}
+	w1 := <-locks
+	select {
+	case e := <-events:
+		t.Fatalf("%s was granted while W1 holds", e)
+	default:
+	}
+	if err := w1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{<-events: true, <-events: true}
+	if !got["R2"] || !got["R3"] {
+		t.Fatalf("after W1: %v", got)
+	}
+	st, err = Describe(ctx, cli, name)
+	if err != nil || len(st.Holders) != 2 || len(st.Waiters) != 0 {
+		t.Fatalf("both readers should hold: %+v %v", st, err)
+	}
+	for i := 0; i < 2; i++ {
+		_ = (<-locks).Unlock(ctx)
+	}
+}
+
+func TestRWMutexLostGrant(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	s := openSession(t, cli)
+	w, err := NewRWMutex(s, name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := NewRWMutex(openSession(t, cli), name).RLock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "reader", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	wctx := w.Context()
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	<-wctx.Done()
+	if !errors.Is(context.Cause(wctx), ErrSessionExpired) {
+		t.Fatalf("cause %v", context.Cause(wctx))
+	}
+	r := <-got
+	if r == nil || r.Token() <= w.Token() {
+		t.Fatalf("reader after writer: %v", r)
+	}
+	if _, err := NewMutex(openSession(t, cli), name).Lock(ctx); !errors.Is(err, ErrKindMismatch) {
+		t.Fatalf("Mutex on an RWMutex's name: %v", err)
+	}
+	if _, err := NewRWMutex(openSession(t, cli), name).TryRLock(ctx); err != nil {
+		t.Fatalf("TryRLock beside a reader: %v", err)
+	}
+}

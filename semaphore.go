@@ -1,0 +1,162 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Semaphore is a fair, distributed counting semaphore: at most n holders of
+// a name at once, waiters granted in the order they called Acquire. A
+// release wakes only the waiter it admits (plus, when that waiter had been
+// waiting, the one behind it, which then watches the holders). A Semaphore is
+// safe for concurrent use; every Acquire call is its own grant.
+//
+// Every user of a name must agree on n: acquiring a name held or waited on
+// with another size fails with ErrKindMismatch, never over-admits.
+//
+// A semaphore grant's Token orders grants (it is the key's create revision)
+// but cannot fence the n holders against each other: they hold at once by
+// design. Use it to bound concurrency; protect data with a Mutex or RWMutex.
+type Semaphore struct {
+	s    *Session
+	name string
+	n    int
+}
+
+// NewSemaphore returns the semaphore of n on name on session s. It does not
+// talk to etcd; a bad name, a nil session or n < 1 are reported by Acquire
+// and TryAcquire (ErrInvalidName, ErrInvalidArgument).
+func NewSemaphore(s *Session, name string, n int) *Semaphore {
+	return &Semaphore{s: s, name: name, n: n}
+}
+
+// Name returns the semaphore's name.
+func (m *Semaphore) Name() string { return m.name }
+
+// Size returns n, the most holders at once.
+func (m *Semaphore) Size() int { return m.n }
+
+func (m *Semaphore) queue() (queue, error) {
+	q, err := newQueue(m.s, m.name, "s"+strconv.Itoa(m.n), "acquire")
+	if err != nil {
+		return q, err
+	}
+	if m.n < 1 {
+		return q, q.errorf(fmt.Errorf("%w: semaphore size %d < 1", ErrInvalidArgument, m.n))
+	}
+	return q, nil
+}
+
+// Acquire waits, in FIFO order, until fewer than n grants are held ahead of
+// this call, and returns the grant. Errors are those of Mutex.Lock, and
+// ErrKindMismatch when the name is used with another size or another kind of
+// recipe. A failed Acquire leaves no key behind.
+func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
+	q, err := m.queue()
+	if err != nil {
+		return nil, err
+	}
+	w, err := q.acquire(ctx, "", counting{n: int64(m.n)})
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{w: w}, nil
+}
+
+// TryAcquire takes a grant only if fewer than n keys (holders or waiters)
+// are queued, and returns an error wrapping ErrLocked otherwise, writing
+// nothing then. It costs two round trips: a read, then a write guarded by
+// "nothing joined since".
+func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
+	q, err := m.queue()
+	if err != nil {
+		return nil, err
+	}
+	return q.tryEnqueueCounting(ctx, int64(m.n))
+}
+
+// counting is the Semaphore policy: granted with fewer than n keys ahead;
+// the front waiter (exactly n ahead) watches those n; the others watch their
+// predecessor, including its grant (see touchOnGrant), for that is when they
+// become the front.
+type counting struct{ n int64 }
+
+func (c counting) lookback() int64    { return c.n + 1 }
+func (c counting) touchOnGrant() bool { return true }
+func (c counting) decide(ahead []*mvccpb.KeyValue) (bool, watchPlan) {
+	switch k := int64(len(ahead)); {
+	case k < c.n:
+		return true, watchPlan{}
+	case k == c.n:
+		set := make(map[string]bool, k)
+		for _, kv := range ahead {
+			set[string(kv.Key)] = true
+		}
+		return false, watchPlan{set: set}
+	default:
+		return false, watchPlan{key: string(ahead[0].Key), puts: true}
+	}
+}
+
+// tryEnqueueCounting joins the queue only if fewer than n keys are in it:
+// it reads the queue, then puts its key guarded by "no key created or
+// changed since that read". A concurrent join makes it retry a few times.
+func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
+	if err := q.s.live(); err != nil {
+		return nil, q.errorf(err)
+	}
+	opCtx, done := q.s.bound(ctx)
+	defer done()
+	for attempt := 0; attempt < 5; attempt++ {
+		resp, err := q.s.cli.Get(opCtx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+		if err != nil {
+			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+		}
+		if len(resp.Kvs) > 0 {
+			if tag := tagOf(q.dir, string(resp.Kvs[0].Key)); tag != q.tag {
+				kind, _ := kindOfTag(tag)
+				return nil, q.errorf(fmt.Errorf("%w: name is used by a %s (%s)", ErrKindMismatch, kind, tag))
+			}
+		}
+		if resp.Count >= n {
+			return nil, q.errorf(fmt.Errorf("%w: %d of %d held or waited on", ErrLocked, resp.Count, n))
+		}
+		key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
+		if err != nil {
+			return nil, q.errorf(err)
+		}
+		tresp, err := q.s.cli.Txn(opCtx).
+			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix()).
+			Then(clientv3.OpPut(key, encodeValue(q.s.identity, ""), clientv3.WithLease(q.s.lease))).
+			Commit()
+		if err != nil {
+			if q.s.failed(err) != nil {
+				return nil, q.errorf(ErrSessionExpired)
+			}
+			q.s.reap(key, 0, nil)
+			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+		}
+		if !tresp.Succeeded {
+			continue // someone joined or changed since the read
+		}
+		w := q.newWaiter(key, tresp.Header.Revision)
+		if err := ctx.Err(); err != nil {
+			w.abandon(err)
+			return nil, q.errorf(ctxErr(ctx, err))
+		}
+		if err := q.s.live(); err != nil {
+			w.abandon(err)
+			return nil, q.errorf(err)
+		}
+		return &Lock{w: w}, nil
+	}
+	return nil, q.errorf(fmt.Errorf("%w: the queue kept changing", ErrLocked))
+}
