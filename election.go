@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -21,9 +22,14 @@ import (
 // Leadership.Token with every write the leader makes and have the resource
 // check it (Fence), or make etcd writes conditional on Leadership.Guard.
 type Election struct {
-	s    *Session
-	name string
+	s      *Session
+	name   string
+	health atomic.Pointer[LeaderHealth]
 }
+
+// ReportHealth makes Run record in h when this process acts as leader (while
+// its lead function runs), for h's health check. nil stops the reporting.
+func (e *Election) ReportHealth(h *LeaderHealth) { e.health.Store(h) }
 
 // LeaderInfo describes the current leader. The zero LeaderInfo means "no
 // leader" (Observe).
@@ -341,7 +347,14 @@ func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.
 		}
 		backoff = 100 * time.Millisecond
 		log.Info("run: leading", zap.Stringer("token", l.Token()))
+		h := e.health.Load()
+		if h != nil {
+			h.Set(l)
+		}
 		lerr := leadTerm(ctx, l, lead)
+		if h != nil {
+			h.Set(nil)
+		}
 		lostCause := context.Cause(l.Context()) // nil while still leading
 		rctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
 		if rerr := l.Resign(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {

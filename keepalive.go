@@ -214,7 +214,7 @@ func (k *keeper) run() {
 	k.mu.Unlock()
 	if k.cli.Ctx().Err() != nil {
 		for _, s := range k.snapshot() {
-			s.expire(ErrSessionExpired, "client closed")
+			s.expire(ErrSessionExpired, ReasonClientClosed)
 		}
 	}
 }

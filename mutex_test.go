@@ -394,6 +394,7 @@ func TestBadInput(t *testing.T) {
 		{"empty identity", cli, []SessionOption{WithIdentity("")}},
 		{"nil logger", cli, []SessionOption{WithLogger(nil)}},
 		{"nil option", cli, []SessionOption{nil}},
+		{"nil observer", cli, []SessionOption{WithObserver(nil)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if s, err := NewSession(ctx, tc.cli, tc.opts...); !errors.Is(err, ErrInvalidArgument) || s != nil {

@@ -140,7 +140,9 @@ type waiter struct {
 
 // acquire enqueues and waits until pol grants. On any failure the key is
 // deleted at once, or by the session's reaper when the cluster does not answer.
-func (q queue) acquire(ctx context.Context, value string, pol policy) (*waiter, error) {
+func (q queue) acquire(ctx context.Context, value string, pol policy) (w *waiter, err error) {
+	start := time.Now()
+	defer func() { q.finishAcquire(start, w, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, q.errorf(ctxErr(ctx, err))
 	}
@@ -289,7 +291,12 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 			}
 			return w.q.s.live()
 		}
-		waited = true
+		if !waited {
+			waited = true
+			kind, _ := kindOfTag(w.q.tag)
+			w.q.s.observer().Waiting(kind, w.q.name, 1)
+			defer w.q.s.observer().Waiting(kind, w.q.name, -1)
+		}
 		w.startMonitor() // a waiter notices at once when its own key is gone
 		var err error
 		if ahead, err = w.await(ctx, pol, plan); err != nil {
@@ -571,7 +578,9 @@ func (q queue) tryEnqueue(ctx context.Context, value string) (*waiter, error) {
 
 // tryEnqueueIf writes a key only if every cmp holds, in one Txn, and
 // otherwise fails with ErrLocked (or ErrKindMismatch), writing nothing.
-func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.Cmp) (*waiter, error) {
+func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.Cmp) (w *waiter, err error) {
+	start := time.Now()
+	defer func() { q.finishAcquire(start, w, err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, q.errorf(ctxErr(ctx, err))
 	}
@@ -610,16 +619,16 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 		}
 		return nil, q.errorf(ErrLocked)
 	}
-	w := q.newWaiter(key, resp.Header.Revision)
+	nw := q.newWaiter(key, resp.Header.Revision)
 	if err := ctx.Err(); err != nil { // ended first: no grant after the caller gave up
-		w.abandon(err)
+		nw.abandon(err)
 		return nil, q.errorf(ctxErr(ctx, err))
 	}
 	if err := q.s.live(); err != nil {
-		w.abandon(err)
+		nw.abandon(err)
 		return nil, q.errorf(err)
 	}
-	return w, nil
+	return nw, nil
 }
 
 func holderName(identity string) string {

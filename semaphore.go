@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -105,7 +106,15 @@ func (c counting) decide(ahead []*mvccpb.KeyValue) (bool, watchPlan) {
 // tryEnqueueCounting joins the queue only if fewer than n keys are in it:
 // it reads the queue, then puts its key guarded by "no key created or
 // changed since that read". A concurrent join makes it retry a few times.
-func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (*Lock, error) {
+func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		var w *waiter
+		if l != nil {
+			w = l.w
+		}
+		q.finishAcquire(start, w, err)
+	}()
 	if err := ctx.Err(); err != nil {
 		return nil, q.errorf(ctxErr(ctx, err))
 	}

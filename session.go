@@ -28,6 +28,7 @@ type sessionOptions struct {
 	identity string
 	logger   *zap.Logger
 	pinning  bool
+	observer Observer
 	err      error // the first invalid option
 }
 
@@ -142,7 +143,7 @@ type Session struct {
 // grant's error (wrapping ctx's) when the grant fails; nothing is left behind
 // then. Closing cli ends its sessions with ErrSessionExpired.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption) (*Session, error) {
-	o := sessionOptions{ttl: defaultTTL, pinning: true, logger: zap.NewNop()}
+	o := sessionOptions{ttl: defaultTTL, pinning: true, logger: zap.NewNop(), observer: NopObserver{}}
 	for _, opt := range opts {
 		if opt == nil {
 			o.fail(fmt.Errorf("%w: nil option", ErrInvalidArgument))
@@ -194,17 +195,19 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
 	s.mu.Unlock()
 	if !time.Now().Before(valid) {
-		return giveUp("the lease grant took longer than the TTL")
+		return giveUp(ReasonSlowGrant)
 	}
 	if !s.keeper.add(s, sentAt.Add(ttl/3)) {
-		return giveUp("client closed")
+		return giveUp(ReasonClientClosed)
 	}
 	if s.Err() != nil {
-		return giveUp("lost while starting")
+		return giveUp(ReasonValidityClock)
 	}
 	s.log.Debug("session started", zap.Duration("ttl", ttl))
 	return s, nil
 }
+
+func (s *Session) observer() Observer { return s.opts.observer }
 
 // margin is subtracted from every validity deadline: TTL/100 + 50ms.
 func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
@@ -256,7 +259,7 @@ func (s *Session) live() error {
 		return err
 	}
 	if ran {
-		s.expire(ErrSessionExpired, "validity clock ran out")
+		s.expire(ErrSessionExpired, ReasonValidityClock)
 		return ErrSessionExpired
 	}
 	return nil
@@ -278,7 +281,7 @@ func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
 	s.sent = s.sent[1:]
 	if ttl <= 0 {
 		s.mu.Unlock()
-		s.markLeaseGone("lease not found on keepalive")
+		s.markLeaseGone(ReasonLeaseGone)
 		return time.Time{}, false
 	}
 	valid := sentAt.Add(time.Duration(ttl)*time.Second - s.margin())
@@ -287,7 +290,9 @@ func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
 		s.expiry.Reset(time.Until(valid))
 	}
 	more := len(s.sent) > 0
+	headroom := time.Until(s.validMono)
 	s.mu.Unlock()
+	s.observer().KeepaliveAcked(time.Since(sentAt), headroom)
 	if more {
 		return time.Time{}, false
 	}
@@ -350,6 +355,7 @@ func (s *Session) expire(cause error, reason string) {
 	} else {
 		s.log.Debug("session closed")
 	}
+	s.observer().SessionEnded(SessionEvent{Lease: s.lease, Identity: s.identity, Reason: reason, Err: cause})
 }
 
 // errClosedCause is the cause of the session's context (and so of every
@@ -402,7 +408,7 @@ func (s *Session) detach() {
 // out). It returns ErrSessionExpired in that case, else nil.
 func (s *Session) failed(err error) error {
 	if isLeaseNotFound(err) {
-		s.markLeaseGone("lease not found on write")
+		s.markLeaseGone(ReasonLeaseGone)
 		return ErrSessionExpired
 	}
 	return nil
@@ -423,13 +429,13 @@ func (s *Session) leaseGone(ctx context.Context) (bool, error) {
 	resp, err := s.cli.TimeToLive(ctx, s.lease)
 	if err != nil {
 		if isLeaseNotFound(err) {
-			s.markLeaseGone("lease not found")
+			s.markLeaseGone(ReasonLeaseGone)
 			return true, nil
 		}
 		return false, err
 	}
 	if resp.TTL <= 0 {
-		s.markLeaseGone("lease not found")
+		s.markLeaseGone(ReasonLeaseGone)
 		return true, nil
 	}
 	return false, nil
@@ -480,7 +486,7 @@ func (s *Session) goRun(f func()) bool {
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		wasLive := s.Err() == nil
-		s.expire(ErrSessionClosed, "closed")
+		s.expire(ErrSessionClosed, ReasonClosed)
 		s.mu.Lock()
 		gone := s.leaseGoneSeen
 		s.mu.Unlock()

@@ -1,0 +1,75 @@
+package etcdlock
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// SessionHealth returns an http.Handler for a health check of s: 200 while
+// s is live and its ValidUntil is more than headroom ahead, 503 (with the
+// reason in the body) otherwise. A headroom of TTL/3 flags a session that
+// missed two keepalives in a row.
+func SessionHealth(s *Session, headroom time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Err(); err != nil {
+			http.Error(w, fmt.Sprintf("session %x: %v", int64(s.Lease()), err), http.StatusServiceUnavailable)
+			return
+		}
+		left := time.Until(s.ValidUntil())
+		if left <= headroom {
+			http.Error(w, fmt.Sprintf("session %x: valid for only %v (want more than %v)", int64(s.Lease()), left.Round(time.Millisecond), headroom), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: session %x valid for %v\n", int64(s.Lease()), left.Round(time.Millisecond))
+	})
+}
+
+// LeaderHealth is a health check for a leader, like client-go's
+// HealthzAdaptor: it is unhealthy when this process believes it leads (its
+// lead function is still running) although the leadership's validity clock
+// ran out more than a tolerance ago — a lead function that ignores its
+// context, the one way a process keeps acting as leader after it lost. Hand
+// it to Election.ReportHealth for Run, or call Set yourself around your own
+// Campaign. The zero value is not ready; use NewLeaderHealth. A LeaderHealth
+// is safe for concurrent use.
+type LeaderHealth struct {
+	tolerance time.Duration
+	mu        sync.Mutex
+	l         *Leadership
+}
+
+// NewLeaderHealth returns a LeaderHealth that allows lead to run for
+// tolerance past the end of the leadership's validity (its time to notice
+// the canceled context and stop). A negative tolerance counts as zero.
+func NewLeaderHealth(tolerance time.Duration) *LeaderHealth {
+	return &LeaderHealth{tolerance: max(tolerance, 0)}
+}
+
+// Set records that this process acts as leader under l; Set(nil) records
+// that it stopped.
+func (h *LeaderHealth) Set(l *Leadership) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.l = l
+}
+
+// ServeHTTP answers 200 while this process does not act as leader or its
+// leadership is still valid (or ended less than the tolerance ago), 503
+// otherwise.
+func (h *LeaderHealth) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	l := h.l
+	h.mu.Unlock()
+	if l == nil {
+		fmt.Fprintln(w, "ok: not leading")
+		return
+	}
+	valid := l.g.w.q.s.ValidUntil()
+	if over := time.Since(valid); over > h.tolerance {
+		http.Error(w, fmt.Sprintf("leading %q with token %d, but its validity ran out %v ago", l.g.w.q.name, l.Token(), over.Round(time.Millisecond)), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok: leading %q with token %d\n", l.g.w.q.name, l.Token())
+}

@@ -1,0 +1,130 @@
+package etcdlock
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func status(h http.Handler) int {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	return rec.Code
+}
+
+func TestSessionHealth(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli, WithTTL(3*time.Second))
+	if code := status(SessionHealth(s, time.Second)); code != http.StatusOK {
+		t.Fatalf("live session: %d", code)
+	}
+	if code := status(SessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
+		t.Fatalf("headroom above the TTL: %d", code)
+	}
+	if _, err := cli.Revoke(testCtx(t, 10*time.Second), s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the session to notice", func() bool { return s.Err() != nil })
+	if code := status(SessionHealth(s, 0)); code != http.StatusServiceUnavailable {
+		t.Fatalf("lost session: %d", code)
+	}
+}
+
+func TestLeaderHealth(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli, WithTTL(2*time.Second))
+	h := NewLeaderHealth(0)
+	if code := status(h); code != http.StatusOK {
+		t.Fatalf("not leading: %d", code)
+	}
+	e := NewElection(s, uniqueName(t))
+	e.ReportHealth(h)
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	leading := make(chan struct{})
+	unstick := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- e.Run(ctx, "v", func(lctx context.Context) error {
+			if first {
+				first = false
+				close(leading)
+				<-unstick // a lead that ignores its context: the split-brain risk
+				return nil
+			}
+			<-lctx.Done()
+			return nil
+		})
+	}()
+	<-leading
+	if code := status(h); code != http.StatusOK {
+		t.Fatalf("leading: %d", code)
+	}
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	// The lease is gone, lead still runs: unhealthy once the validity ran out.
+	waitFor(t, 10*time.Second, "the leader health to fail", func() bool { return status(h) == http.StatusServiceUnavailable })
+	close(unstick)
+	waitFor(t, 10*time.Second, "the leader health to recover", func() bool { return status(h) == http.StatusOK })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStateChangesAreLogged checks one log line per state change, with the
+// name, token, lease and identity.
+func TestStateChangesAreLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	cli := newClient(t, nil)
+	s := openSession(t, cli, WithLogger(zap.New(core)), WithIdentity("logger-test"))
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	l := mustLock(t, NewMutex(s, name))
+	lctx := l.Context()
+	if _, err := cli.Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	<-lctx.Done()
+	lead, err := NewElection(s, name+"/e").Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	for _, want := range []struct {
+		msg   string
+		level zapcore.Level
+	}{
+		{"granted", zapcore.DebugLevel},
+		{"lock lost", zapcore.WarnLevel},
+		{"leadership gained", zapcore.InfoLevel},
+		{"leadership resigned", zapcore.InfoLevel},
+		{"session lost", zapcore.WarnLevel},
+	} {
+		waitFor(t, 5*time.Second, "log line "+want.msg, func() bool { return logs.FilterMessage(want.msg).Len() == 1 })
+		e := logs.FilterMessage(want.msg).All()[0]
+		fields := e.ContextMap()
+		if e.Level != want.level || fields["identity"] != "logger-test" || fields["lease"] == nil {
+			t.Fatalf("%q: level %v fields %v", want.msg, e.Level, fields)
+		}
+		if want.msg != "session lost" && (fields["token"] == nil || fields["name"] == nil) {
+			t.Fatalf("%q lacks name or token: %v", want.msg, fields)
+		}
+	}
+	if n := logs.FilterLevelExact(zapcore.InfoLevel).Len(); n != 2 {
+		t.Fatalf("%d Info lines; only leadership changes belong at Info", n)
+	}
+}
