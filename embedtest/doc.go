@@ -2,7 +2,7 @@
 // controls to crash, restart and isolate members and to cut a client's
 // network, for integration tests of code that uses etcd (such as etcdlock).
 //
-// Every member is a go.etcd.io/etcd/server/v3/embed server with fsync off,
+// Every member is a go.etcd.io/etcd/server/v3/embed server with fsync off (see WithFsync),
 // a 100 ms heartbeat and a 1 s election timeout (see WithTick), no automatic
 // compaction, and quiet logs (see WithLogger). Each member sits behind two
 // TCP proxies on 127.0.0.1 ports chosen by the operating system, one for

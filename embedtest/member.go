@@ -280,7 +280,7 @@ func (m *Member) config(state string) *embed.Config {
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.cfg.logger.With(zap.String("member", m.name)))
 	cfg.TickMs = uint(c.cfg.tick / time.Millisecond)
 	cfg.ElectionMs = uint(c.cfg.election / time.Millisecond)
-	cfg.UnsafeNoFsync = true
+	cfg.UnsafeNoFsync = !c.cfg.fsync
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "0" // off
 	cfg.EnableGRPCGateway = false     // it would dial the listen address, port 0

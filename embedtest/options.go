@@ -34,6 +34,7 @@ type config struct {
 	tick     time.Duration
 	election time.Duration
 	logger   *zap.Logger
+	fsync    bool
 }
 
 func defaultConfig() config {
@@ -127,6 +128,17 @@ func WithLogger(l *zap.Logger) Option {
 			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
 		c.logger = l
+		return nil
+	}
+}
+
+// WithFsync turns fsync of the members' write-ahead logs on or off (default
+// off: tests run faster and a crash of the whole test process loses nothing
+// a test needs). Benchmarks that want a production-like commit cost turn it
+// on.
+func WithFsync(on bool) Option {
+	return func(c *config) error {
+		c.fsync = on
 		return nil
 	}
 }

@@ -1,0 +1,403 @@
+// Command etcdlock-bench measures etcdlock against etcd's own concurrency
+// package and against the one-commit-per-grant floor, on an embedded etcd
+// cluster it starts, interleaving the contestants on the same cluster.
+//
+//	go run ./cmd/etcdlock-bench                        # scenarios 1-3, 5, 6 with fsync off
+//	go run ./cmd/etcdlock-bench -fsync -members 3      # the same with fsync on
+//	go run ./cmd/etcdlock-bench -scenarios scale -sessions 50000 -locks 100000 -hold 60s
+//	go run ./cmd/etcdlock-bench -json results.json     # also write the results as JSON
+//
+// Contestants:
+//
+//	limit     raw Put with the session's lease + Delete of a distinct key: the
+//	          one-commit-per-grant floor
+//	etcd      go.etcd.io/etcd/client/v3/concurrency.Mutex
+//	etcdlock  etcdlock.Mutex
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+type options struct {
+	members   int
+	fsync     bool
+	duration  time.Duration
+	rounds    int
+	scenarios string
+	sessions  int
+	locks     int
+	hold      time.Duration
+	ttl       time.Duration
+	jsonPath  string
+	cpuprof   string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.members, "members", 3, "etcd members (3 or 5)")
+	flag.BoolVar(&o.fsync, "fsync", false, "fsync the members' WAL")
+	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
+	flag.IntVar(&o.rounds, "rounds", 2, "rounds per cell; the contestants' order alternates between rounds")
+	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale")
+	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
+	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
+	flag.DurationVar(&o.hold, "hold", 60*time.Second, "scale: how long to hold them")
+	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL for the dead-client and scale scenarios")
+	flag.StringVar(&o.jsonPath, "json", "", "also write the results to this JSON file")
+	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded servers) to this file")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdlock-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Result is one row of the output.
+type Result struct {
+	Scenario   string  `json:"scenario"`
+	Workers    int     `json:"workers,omitempty"`
+	Contestant string  `json:"contestant"`
+	Grants     int64   `json:"grants,omitempty"`
+	PerSecond  float64 `json:"grants_per_second,omitempty"`
+	P50ms      float64 `json:"p50_ms,omitempty"`
+	P99ms      float64 `json:"p99_ms,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+type report struct {
+	Machine string   `json:"machine"`
+	Members int      `json:"members"`
+	Fsync   bool     `json:"fsync"`
+	Results []Result `json:"results"`
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	c, err := embedtest.New(ctx, embedtest.WithMembers(o.members), embedtest.WithFsync(o.fsync))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rep := report{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Members: o.members, Fsync: o.fsync}
+	fmt.Printf("etcdlock-bench: %d members, fsync %v, %s\n", o.members, o.fsync, rep.Machine)
+	for _, sc := range strings.Split(o.scenarios, ",") {
+		var rs []Result
+		switch strings.TrimSpace(sc) {
+		case "uncontended":
+			for _, n := range []int{1, 16, 64, 256} {
+				rs = append(rs, cell(ctx, c, o, "uncontended", n, false)...)
+			}
+		case "hot":
+			for _, n := range []int{2, 16, 64} {
+				rs = append(rs, cell(ctx, c, o, "hot", n, true)...)
+			}
+		case "latency":
+			rs = latency(ctx, c, o)
+		case "dead":
+			rs = deadClient(ctx, c, o)
+		case "failover":
+			rs = failover(ctx, c, o)
+		case "scale":
+			rs = scale(ctx, c, o)
+		default:
+			return fmt.Errorf("unknown scenario %q", sc)
+		}
+		printTable(rs)
+		rep.Results = append(rep.Results, rs...)
+	}
+	if o.jsonPath != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonPath, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// worker does one grant and release; acquire's latency is recorded.
+type worker interface {
+	acquire(ctx context.Context) error
+	release(ctx context.Context) error
+}
+
+// contestant makes workers for lock name; close releases what it opened.
+type contestant struct {
+	name  string
+	setup func(ctx context.Context, cli *clientv3.Client) (newWorker func(lock string, id int) worker, close func(), err error)
+}
+
+var contestants = []contestant{
+	{"limit", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+		lease, err := cli.Grant(ctx, 10)
+		if err != nil {
+			return nil, nil, err
+		}
+		ka, err := cli.KeepAlive(context.Background(), lease.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		go func() {
+			for range ka {
+			}
+		}()
+		return func(lock string, id int) worker {
+				return &limitWorker{cli: cli, lease: lease.ID, key: fmt.Sprintf("bench-limit/%s/%d", lock, id)}
+			}, func() {
+				_, _ = cli.Revoke(context.Background(), lease.ID)
+			}, nil
+	}},
+	// etcd's and our contestants get a session per worker: a
+	// concurrency.Mutex is owned by its session (workers sharing one would
+	// share the key and all "hold" at once), and ours are measured alike.
+	{"etcd", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+		var mu sync.Mutex
+		var sessions []*concurrency.Session
+		return func(lock string, _ int) worker {
+				s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+				if err != nil {
+					return errWorker{err}
+				}
+				mu.Lock()
+				sessions = append(sessions, s)
+				mu.Unlock()
+				return &etcdWorker{m: concurrency.NewMutex(s, "/bench-etcd/"+lock)}
+			}, func() {
+				for _, s := range sessions {
+					_ = s.Close()
+				}
+			}, nil
+	}},
+	{"etcdlock", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+		var mu sync.Mutex
+		var sessions []*etcdlock.Session
+		return func(lock string, _ int) worker {
+				s, err := etcdlock.NewSession(ctx, cli)
+				if err != nil {
+					return errWorker{err}
+				}
+				mu.Lock()
+				sessions = append(sessions, s)
+				mu.Unlock()
+				return &ourWorker{m: etcdlock.NewMutex(s, "bench/"+lock)}
+			}, func() {
+				for _, s := range sessions {
+					_ = s.Close()
+				}
+			}, nil
+	}},
+}
+
+type errWorker struct{ err error }
+
+func (w errWorker) acquire(context.Context) error { return w.err }
+func (w errWorker) release(context.Context) error { return w.err }
+
+type limitWorker struct {
+	cli   *clientv3.Client
+	lease clientv3.LeaseID
+	key   string
+}
+
+func (w *limitWorker) acquire(ctx context.Context) error {
+	_, err := w.cli.Put(ctx, w.key, "x", clientv3.WithLease(w.lease))
+	return err
+}
+func (w *limitWorker) release(ctx context.Context) error {
+	_, err := w.cli.Delete(ctx, w.key)
+	return err
+}
+
+type etcdWorker struct{ m *concurrency.Mutex }
+
+func (w *etcdWorker) acquire(ctx context.Context) error { return w.m.Lock(ctx) }
+func (w *etcdWorker) release(ctx context.Context) error { return w.m.Unlock(ctx) }
+
+type ourWorker struct {
+	m *etcdlock.Mutex
+	l *etcdlock.Lock
+}
+
+func (w *ourWorker) acquire(ctx context.Context) (err error) {
+	w.l, err = w.m.Lock(ctx)
+	return err
+}
+func (w *ourWorker) release(ctx context.Context) error { return w.l.Unlock(ctx) }
+
+// cell runs one scenario cell for every contestant, rounds times, each for
+// duration/rounds, alternating the contestants' order.
+func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string, n int, hot bool) []Result {
+	type acc struct {
+		grants int64
+		took   time.Duration
+		lat    []time.Duration
+	}
+	accs := make([]acc, len(contestants))
+	per := o.duration / time.Duration(o.rounds)
+	for r := 0; r < o.rounds; r++ {
+		for k := range contestants {
+			i := k
+			if r%2 == 1 {
+				i = len(contestants) - 1 - k
+			}
+			g, took, lat, err := runWorkers(ctx, c, contestants[i], n, hot, per, fmt.Sprintf("%s-%d-r%d", scenario, n, r))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s %s n=%d: %v\n", scenario, contestants[i].name, n, err)
+			}
+			accs[i].grants += g
+			accs[i].took += took
+			accs[i].lat = append(accs[i].lat, lat...)
+		}
+	}
+	var out []Result
+	for i, a := range accs {
+		out = append(out, Result{Scenario: scenario, Workers: n, Contestant: contestants[i].name, Grants: a.grants,
+			PerSecond: float64(a.grants) / a.took.Seconds(), P50ms: pct(a.lat, 50), P99ms: pct(a.lat, 99)})
+	}
+	return out
+}
+
+func runWorkers(ctx context.Context, c *embedtest.Cluster, ct contestant, n int, hot bool, d time.Duration, tag string) (int64, time.Duration, []time.Duration, error) {
+	cli, err := c.Client()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer cli.Close()
+	newWorker, closeFn, err := ct.setup(ctx, cli)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer closeFn()
+	var grants atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		lock := fmt.Sprintf("%s/%d", tag, i)
+		if hot {
+			lock = tag
+		}
+		w := newWorker(lock, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for wctx.Err() == nil {
+				t0 := time.Now()
+				if err := w.acquire(wctx); err != nil {
+					if wctx.Err() == nil {
+						mu.Lock()
+						firstErr = errors.Join(firstErr, err)
+						mu.Unlock()
+					}
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				grants.Add(1)
+				if err := w.release(context.Background()); err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					break
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return grants.Load(), time.Since(start), lat, firstErr
+}
+
+func pct(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s) - 1) * p / 100
+	return float64(s[i].Microseconds()) / 1000
+}
+
+// latency measures the grant latency of a free lock (one worker, its own
+// lock), for every contestant: for limit that is one Put.
+func latency(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	rs := cell(ctx, c, o, "latency", 1, false)
+	for i := range rs {
+		rs[i].Note = "p50/p99 of the grant alone"
+	}
+	return rs
+}
+
+func printTable(rs []Result) {
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tworkers\tcontestant\tgrants/s\tp50 ms\tp99 ms\tvs etcd\tvs limit\tnote\t")
+	base := map[string]map[int]float64{}
+	for _, r := range rs {
+		if base[r.Contestant] == nil {
+			base[r.Contestant] = map[int]float64{}
+		}
+		base[r.Contestant][r.Workers] = r.PerSecond
+	}
+	for _, r := range rs {
+		ratio := func(other string) string {
+			b := base[other][r.Workers]
+			if b == 0 || r.PerSecond == 0 || r.Contestant == other {
+				return ""
+			}
+			return fmt.Sprintf("%.2fx", r.PerSecond/b)
+		}
+		ps, p50, p99 := "", "", ""
+		if r.PerSecond > 0 {
+			ps = fmt.Sprintf("%.0f", r.PerSecond)
+		}
+		if r.P50ms > 0 {
+			p50, p99 = fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P99ms)
+		}
+		workers := ""
+		if r.Workers > 0 {
+			workers = fmt.Sprint(r.Workers)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, workers, r.Contestant, ps, p50, p99, ratio("etcd"), ratio("limit"), r.Note)
+	}
+	tw.Flush()
+	fmt.Println()
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+const keepAliveMethod = "/etcdserverpb.Lease/LeaseKeepAlive"
+
+// deadClient measures how long a lock stays held after its holder's client
+// stops talking (its link is cut, as for a frozen or crashed process): the
+// time until a waiter holds it, without and with an etcd leader failover.
+func deadClient(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	var out []Result
+	for _, failover := range []bool{false, true} {
+		d, err := deadOnce(ctx, c, o.ttl, failover)
+		r := Result{Scenario: "dead client", Contestant: "etcdlock", Note: fmt.Sprintf("TTL %v, next holder after %.2fs", o.ttl, d.Seconds())}
+		if failover {
+			r.Note += ", leader killed right after the holder died"
+		}
+		if err != nil {
+			r.Note = "error: " + err.Error()
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func deadOnce(ctx context.Context, c *embedtest.Cluster, ttl time.Duration, failover bool) (time.Duration, error) {
+	flaky, link, err := c.FlakyClient()
+	if err != nil {
+		return 0, err
+	}
+	defer flaky.Close()
+	cli, err := c.Client()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	holder, err := etcdlock.NewSession(ctx, flaky, etcdlock.WithTTL(ttl))
+	if err != nil {
+		return 0, err
+	}
+	defer holder.Close()
+	waiter, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(ttl))
+	if err != nil {
+		return 0, err
+	}
+	defer waiter.Close()
+	name := fmt.Sprintf("bench/dead/%v/%d", failover, time.Now().UnixNano())
+	if _, err := etcdlock.NewMutex(holder, name).Lock(ctx); err != nil {
+		return 0, err
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := etcdlock.NewMutex(waiter, name).Lock(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dead client waiter:", err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	for {
+		st, err := etcdlock.Describe(ctx, cli, name)
+		if err == nil && len(st.Waiters) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	link.Cut()
+	died := time.Now()
+	if failover {
+		l, err := c.WaitLeader(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if err := l.Kill(); err != nil {
+			return 0, err
+		}
+		defer func() { _ = l.Restart() }()
+	}
+	at := <-got
+	link.Restore()
+	if at.IsZero() {
+		return 0, fmt.Errorf("the waiter failed")
+	}
+	return at.Sub(died), nil
+}
+
+// failover kills the etcd leader while grants flow and reports the longest
+// gap between grants.
+func failover(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	cli, err := c.Client()
+	if err != nil {
+		return []Result{{Scenario: "failover", Note: err.Error()}}
+	}
+	defer cli.Close()
+	s, err := etcdlock.NewSession(ctx, cli)
+	if err != nil {
+		return []Result{{Scenario: "failover", Note: err.Error()}}
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var times []time.Time
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	const workers = 4
+	for i := 0; i < workers; i++ {
+		m := etcdlock.NewMutex(s, fmt.Sprintf("bench/failover/%d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				l, err := m.Lock(wctx)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				times = append(times, time.Now())
+				mu.Unlock()
+				_ = l.Unlock(wctx)
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return []Result{{Scenario: "failover", Note: err.Error()}}
+	}
+	killed := time.Now()
+	_ = leader.Kill()
+	time.Sleep(5 * time.Second)
+	cancel()
+	wg.Wait()
+	_ = leader.Restart()
+	var gap time.Duration
+	var before, after int
+	for i := 1; i < len(times); i++ {
+		if d := times[i].Sub(times[i-1]); d > gap && times[i].After(killed) {
+			gap = d
+		}
+	}
+	for _, t := range times {
+		if t.Before(killed) {
+			before++
+		} else {
+			after++
+		}
+	}
+	return []Result{{Scenario: "failover", Workers: workers, Contestant: "etcdlock",
+		Note: fmt.Sprintf("leader killed: longest gap between grants %.2fs; %d grants in 2s before, %d in 5s after", gap.Seconds(), before, after)}}
+}
+
+// scale holds o.sessions sessions and o.locks locks (each grant with its
+// loss watch) for o.hold over a few shared client connections, then does the
+// same with etcd's concurrency.Session (no locks) on a fresh cluster.
+func scale(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	out := []Result{scaleOurs(ctx, c, o)}
+	fresh, err := embedtest.New(ctx, embedtest.WithMembers(o.members), embedtest.WithFsync(o.fsync))
+	if err != nil {
+		return append(out, Result{Scenario: "scale", Contestant: "etcd", Note: err.Error()})
+	}
+	defer fresh.Close()
+	return append(out, scaleEtcd(ctx, fresh, o))
+}
+
+const scaleClients = 8
+
+func keepalives(c *embedtest.Cluster) int64 {
+	var n int64
+	for _, m := range c.Members() {
+		n += m.Calls(keepAliveMethod)
+	}
+	return n
+}
+
+func memMB() (heap, sys float64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20), float64(ms.Sys) / (1 << 20)
+}
+
+func scaleOurs(ctx context.Context, c *embedtest.Cluster, o options) Result {
+	r := Result{Scenario: "scale", Contestant: "etcdlock"}
+	clis := make([]*clientv3.Client, scaleClients)
+	for i := range clis {
+		cli, err := c.Client()
+		if err != nil {
+			r.Note = err.Error()
+			return r
+		}
+		defer cli.Close()
+		clis[i] = cli
+	}
+	start := time.Now()
+	sessions := make([]*etcdlock.Session, o.sessions)
+	var failed atomic.Int64
+	parallel(o.sessions, 64, func(i int) {
+		s, err := etcdlock.NewSession(ctx, clis[i%len(clis)], etcdlock.WithTTL(o.ttl))
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		sessions[i] = s
+	})
+	sessionsUp := time.Since(start)
+	locks := make([]*etcdlock.Lock, o.locks)
+	parallel(o.locks, 64, func(i int) {
+		s := sessions[i%len(sessions)]
+		if s == nil {
+			failed.Add(1)
+			return
+		}
+		l, err := etcdlock.NewMutex(s, fmt.Sprintf("bench/scale/%d", i)).Lock(ctx)
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		_ = l.Context() // keep its loss watch
+		locks[i] = l
+	})
+	setup := time.Since(start)
+	heap, sys := memMB()
+	goroutines := runtime.NumGoroutine()
+	k0, t0 := keepalives(c), time.Now()
+	time.Sleep(o.hold)
+	rate := float64(keepalives(c)-k0) / time.Since(t0).Seconds()
+	lost := 0
+	for _, s := range sessions {
+		if s == nil || s.Err() != nil {
+			lost++
+		}
+	}
+	r.Note = fmt.Sprintf("%d sessions (up in %.1fs), %d locks with loss watches, setup %.1fs, %d failed; held %v: %d sessions lost; "+
+		"%d goroutines, Go heap %.0f MB, Go sys %.0f MB (client and embedded servers in one process); %.0f keepalives/s",
+		o.sessions, sessionsUp.Seconds(), o.locks, setup.Seconds(), failed.Load(), o.hold, lost, goroutines, heap, sys, rate)
+	parallel(len(sessions), 64, func(i int) {
+		if sessions[i] != nil {
+			_ = sessions[i].Close()
+		}
+	})
+	return r
+}
+
+func scaleEtcd(ctx context.Context, c *embedtest.Cluster, o options) Result {
+	r := Result{Scenario: "scale", Contestant: "etcd"}
+	clis := make([]*clientv3.Client, scaleClients)
+	for i := range clis {
+		cli, err := c.Client()
+		if err != nil {
+			r.Note = err.Error()
+			return r
+		}
+		defer cli.Close()
+		clis[i] = cli
+	}
+	start := time.Now()
+	sessions := make([]*concurrency.Session, o.sessions)
+	var failed atomic.Int64
+	ttl := int((o.ttl + time.Second - 1) / time.Second)
+	parallel(o.sessions, 64, func(i int) {
+		s, err := concurrency.NewSession(clis[i%len(clis)], concurrency.WithTTL(ttl))
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		sessions[i] = s
+	})
+	setup := time.Since(start)
+	time.Sleep(o.hold)
+	lost := 0
+	for _, s := range sessions {
+		if s == nil {
+			lost++
+			continue
+		}
+		select {
+		case <-s.Done():
+			lost++
+		default:
+		}
+	}
+	r.Note = fmt.Sprintf("%d concurrency.Sessions (no locks), setup %.1fs, %d failed; held %v: %d sessions lost", o.sessions, setup.Seconds(), failed.Load(), o.hold, lost)
+	parallel(len(sessions), 64, func(i int) {
+		if sessions[i] != nil {
+			_ = sessions[i].Close()
+		}
+	})
+	return r
+}
+
+// parallel runs f(0..n-1) on width goroutines.
+func parallel(n, width int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < width; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
