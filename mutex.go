@@ -160,10 +160,12 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 		if err := ctx.Err(); err != nil {
 			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
 		}
-		resp, err := w.q.s.cli.Txn(ctx).
+		actx, cancel := attempt(ctx)
+		resp, err := w.q.s.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpDelete(w.key)).
 			Commit()
+		cancel()
 		switch {
 		case err == nil && (resp.Succeeded || unknown):
 			return nil, true

@@ -24,7 +24,17 @@ import (
 const (
 	futureRevRetries = 3
 	lossLookup       = 3 * time.Second
+	// attemptTimeout bounds one attempt of a request that the library
+	// retries. A request caught in flight by an etcd leader crash otherwise
+	// waits out etcd's own request timeout (5s + 2 election timeouts) before
+	// failing; every retried request here is idempotent.
+	attemptTimeout = 2 * time.Second
 )
+
+// attempt returns ctx bounded by attemptTimeout.
+func attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, attemptTimeout)
+}
 
 // policy decides, from the keys created before mine (nearest first, at most
 // lookback of them; 0 means all), whether I hold a grant, and if not what to
@@ -186,7 +196,9 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		getOpts = append(getOpts, clientv3.WithLimit(n))
 	}
 	txn := func() (*clientv3.TxnResponse, error) {
-		return q.s.cli.Txn(ctx).
+		actx, cancel := attempt(ctx)
+		defer cancel()
+		return q.s.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpGet(q.dir, getOpts...),
 				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
@@ -310,10 +322,12 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 func (w *waiter) touch(ctx context.Context) error {
 	backoff := 20 * time.Millisecond
 	for {
-		resp, err := w.q.s.cli.Txn(ctx).
+		actx, cancel := attempt(ctx)
+		resp, err := w.q.s.cli.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
 			Commit()
+		cancel()
 		switch {
 		case err == nil && resp.Succeeded:
 			return nil
@@ -453,7 +467,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		limit++ // my own key comes first
 	}
 	backoff := 10 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	for try := 0; ; try++ {
 		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithMaxCreateRev(w.rev),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
@@ -464,7 +478,9 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		var resp *clientv3.GetResponse
 		err := runHook(hookHandoffRead, nil)
 		if err == nil {
-			resp, err = w.q.s.cli.Get(ctx, w.q.dir, opts...)
+			actx, cancel := attempt(ctx)
+			resp, err = w.q.s.cli.Get(actx, w.q.dir, opts...)
+			cancel()
 		}
 		if err == nil {
 			if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != w.key {
@@ -479,7 +495,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 			return nil, context.Cause(w.ctx)
 		}
 		switch {
-		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && attempt < futureRevRetries:
+		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && try < futureRevRetries:
 		case rev > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)):
 			rev = 0
 			continue
@@ -593,18 +609,36 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	}
 	opCtx, done := q.s.bound(ctx)
 	defer done()
-	resp, err := q.s.cli.Txn(opCtx).
-		If(cmps...).
-		Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
-		Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...)).
-		Commit()
-	if err != nil {
+	var resp *clientv3.TxnResponse
+	backoff := 20 * time.Millisecond
+	for {
+		actx, cancel := attempt(opCtx)
+		resp, err = q.s.cli.Txn(actx).
+			If(cmps...).
+			Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
+			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
+			Commit()
+		cancel()
+		if err == nil {
+			break
+		}
 		if q.s.failed(err) != nil {
 			return nil, q.errorf(ErrSessionExpired)
 		}
-		// The Put may have been applied: the reaper deletes the key if it exists.
-		q.s.reap(key, 0, nil)
-		return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+		// The Put may have been applied: retry (the Else branch reports our
+		// own key), or have the reaper delete it if we give up.
+		if opCtx.Err() != nil || !sleepCtx(opCtx, jitter(backoff)) {
+			q.s.reap(key, 0, nil)
+			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	if !resp.Succeeded {
+		if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
+			// An earlier attempt of ours was applied.
+			resp.Succeeded = true
+			resp.Header.Revision = mine[0].CreateRevision
+		}
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +20,12 @@ const (
 	defaultTTL  = 10 * time.Second
 	maxTTL      = 24 * time.Hour
 	maxRevoke   = 5 * time.Second
-	reapTimeout = 5 * time.Second
+	reapTimeout = 2 * time.Second
+	// lateApply is how long after deleting a key of unknown outcome the
+	// reaper deletes it once more: a write caught in flight by an etcd leader
+	// change can still be applied after our delete (etcd's own request
+	// timeout is 5s + 2 election timeouts).
+	lateApply = 10 * time.Second
 )
 
 // sessionOptions is the configuration a SessionOption edits.
@@ -130,6 +136,7 @@ type Session struct {
 	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
 	leaseGoneSeen bool
 	reapQ         []reapItem
+	reapWake      chan struct{} // wakes a reaper waiting for a second pass
 	reaping       bool
 	wg            sync.WaitGroup // every goroutine the session and its grants start
 
@@ -183,6 +190,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.reapWake = make(chan struct{}, 1)
 	valid := sentAt.Add(ttl - s.margin())
 	s.validMono, s.validWall = valid, valid.Round(0)
 	giveUp := func(reason string) (*Session, error) {
@@ -503,9 +511,10 @@ func (s *Session) Close() error {
 
 // reapItem is a key the library can no longer account for.
 type reapItem struct {
-	key  string
-	rev  int64  // create revision when known, else 0
-	done func() // called once the key is gone (or the session is over); may be nil
+	key       string
+	rev       int64     // create revision when known, else 0
+	done      func()    // called once the key is gone (or the session is over); may be nil
+	notBefore time.Time // a second pass for a key of unknown outcome
 }
 
 // reap hands a key to the session's reaper, which deletes it (guarded by its
@@ -529,6 +538,10 @@ func (s *Session) reap(key string, rev int64, done func()) {
 		go s.reapLoop()
 	}
 	s.mu.Unlock()
+	select {
+	case s.reapWake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Session) reapLoop() {
@@ -547,7 +560,30 @@ func (s *Session) reapLoop() {
 			}
 			return
 		}
-		it := s.reapQ[0]
+		// The first item that is due (second passes wait for their time).
+		now := time.Now()
+		idx, next := -1, time.Time{}
+		for i, it := range s.reapQ {
+			if !it.notBefore.After(now) {
+				idx = i
+				break
+			}
+			if next.IsZero() || it.notBefore.Before(next) {
+				next = it.notBefore
+			}
+		}
+		if idx < 0 {
+			s.mu.Unlock()
+			t := time.NewTimer(time.Until(next))
+			select {
+			case <-t.C:
+			case <-s.reapWake: // a new key to reap
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		it := s.reapQ[idx]
 		s.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(s.ctx, reapTimeout)
@@ -556,7 +592,11 @@ func (s *Session) reapLoop() {
 		if err == nil {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			s.mu.Lock()
-			s.reapQ = s.reapQ[1:]
+			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
+			if it.rev == 0 && it.notBefore.IsZero() {
+				// The write that made it may still be applied later.
+				s.reapQ = append(s.reapQ, reapItem{key: it.key, notBefore: time.Now().Add(lateApply)})
+			}
 			s.mu.Unlock()
 			if it.done != nil {
 				it.done()
