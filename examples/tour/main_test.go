@@ -1,10 +1,74 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
 
-// TestTour runs the tour end to end; it fails if any promise it shows breaks.
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/examples/fenced-store/store"
+)
+
+// TestTour runs the whole tour, as CI does with `go run ./examples/tour`:
+// it fails if any promise the tour shows is broken.
 func TestTour(t *testing.T) {
-	if err := run(); err != nil {
+	var out bytes.Buffer
+	err := run(context.Background(), config{members: 5, ttl: 3 * time.Second}, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{"== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6. Summary", "REJECTED", "Every promise held."} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+}
+
+// TestFlags checks that bad flags are refused before anything starts.
+func TestFlags(t *testing.T) {
+	for _, cfg := range []config{{members: 2, ttl: 3 * time.Second}, {members: 5, ttl: time.Second}, {members: 5, ttl: 2500 * time.Millisecond}} {
+		if err := run(context.Background(), cfg, new(bytes.Buffer)); err == nil {
+			t.Errorf("run(%+v) = nil, want an error", cfg)
+		}
+	}
+}
+
+// TestBrokenPromiseFails checks the tour's own checks without a cluster: a
+// stale write the store admits, a token that does not increase, and a
+// current write the store rejects each count as a broken promise, and the
+// tour's verdict is then an error (a non-zero exit).
+func TestBrokenPromiseFails(t *testing.T) {
+	srv := httptest.NewServer(store.New())
+	defer srv.Close()
+	var out bytes.Buffer
+	tr := &tour{cfg: config{members: 3, ttl: 2 * time.Second}, out: &out, tl: &out, start: time.Now(),
+		tokens: make(map[string][]etcdlock.Token), store: &store.Client{BaseURL: srv.URL}}
+	ctx := t.Context()
+
+	if err := tr.write(ctx, "a", "k", 5, "v", mustAdmit); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.verdict(nil); err != nil {
+		t.Fatalf("verdict with no broken promise: %v", err)
+	}
+	if err := tr.write(ctx, "b", "k", 7, "v", mustReject); !errors.Is(err, errBroken) {
+		t.Errorf("a stale write admitted: %v, want errBroken", err)
+	}
+	if err := tr.write(ctx, "c", "k", 6, "v", mustAdmit); !errors.Is(err, errBroken) {
+		t.Errorf("a current write rejected: %v, want errBroken", err)
+	}
+	tr.granted("n", 9, false)
+	tr.granted("n", 9, false)
+	tr.summary(nil)
+	if err := tr.verdict(nil); !errors.Is(err, errBroken) {
+		t.Fatalf("verdict = %v, want errBroken", err)
+	}
+	if len(tr.broken) != 3 || !strings.Contains(out.String(), "BROKEN: 3 promise(s)") {
+		t.Fatalf("broken = %q; output:\n%s", tr.broken, out.String())
 	}
 }
