@@ -196,3 +196,22 @@ func decodeValue(b []byte) keyValue {
 	}
 	return v
 }
+
+// KeyPrefix returns the etcd key prefix under which every key of the lock,
+// election, semaphore or read-write lock called name lives:
+// "etcdlock/<escaped name>%/". An etcd role with readwrite permission on
+// that prefix (etcdctl role grant-permission ROLE readwrite --prefix=true
+// PREFIX) is all a client needs to use the name. It returns an error
+// wrapping ErrInvalidName for an invalid name.
+func KeyPrefix(name string) (string, error) {
+	if err := validateName(name); err != nil {
+		return "", err
+	}
+	return namePrefix(name), nil
+}
+
+// NamespacePrefix returns the etcd key prefix under which every name that
+// starts with prefix lives: "etcdlock/" + the escaped prefix. Granting a role
+// readwrite on NamespacePrefix("team-a/") lets it use every name under
+// "team-a/" and no other; List(ctx, cli, "team-a/") reads only that range.
+func NamespacePrefix(prefix string) string { return listPrefix(prefix) }
