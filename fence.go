@@ -61,24 +61,15 @@ type Fence struct {
 // Admit admits t for an exclusive grant: it returns nil when t >= the highest
 // token admitted so far, and t becomes the highest. It returns an error
 // wrapping ErrStaleToken when t is lower than the highest, or t <= 0.
-func (f *Fence) Admit(t Token) error {
-	if t <= 0 {
-		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t < f.highest {
-		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
-	}
-	f.highest = t
-	return nil
-}
+func (f *Fence) Admit(t Token) error { return f.admit(t, true) }
 
 // AdmitShared admits t for a shared grant (an RWMutex reader): it returns nil
 // when t >= the highest token admitted and leaves the highest unchanged, so
 // readers that hold at once do not reject each other. It returns an error
 // wrapping ErrStaleToken when t is lower than the highest, or t <= 0.
-func (f *Fence) AdmitShared(t Token) error {
+func (f *Fence) AdmitShared(t Token) error { return f.admit(t, false) }
+
+func (f *Fence) admit(t Token, raise bool) error {
 	if t <= 0 {
 		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
 	}
@@ -86,6 +77,9 @@ func (f *Fence) AdmitShared(t Token) error {
 	defer f.mu.Unlock()
 	if t < f.highest {
 		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
+	}
+	if raise {
+		f.highest = t
 	}
 	return nil
 }
