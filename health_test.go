@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-func status(h http.Handler) int {
+func httpStatus(h http.Handler) int {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	return rec.Code
@@ -21,17 +21,17 @@ func status(h http.Handler) int {
 func TestSessionHealth(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli, WithTTL(3*time.Second))
-	if code := status(SessionHealth(s, time.Second)); code != http.StatusOK {
+	if code := httpStatus(SessionHealth(s, time.Second)); code != http.StatusOK {
 		t.Fatalf("live session: %d", code)
 	}
-	if code := status(SessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(SessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
 		t.Fatalf("headroom above the TTL: %d", code)
 	}
 	if _, err := cli.Revoke(testCtx(t, 10*time.Second), s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the session to notice", func() bool { return s.Err() != nil })
-	if code := status(SessionHealth(s, 0)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(SessionHealth(s, 0)); code != http.StatusServiceUnavailable {
 		t.Fatalf("lost session: %d", code)
 	}
 }
@@ -40,7 +40,7 @@ func TestLeaderHealth(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli, WithTTL(2*time.Second))
 	h := NewLeaderHealth(0)
-	if code := status(h); code != http.StatusOK {
+	if code := httpStatus(h); code != http.StatusOK {
 		t.Fatalf("not leading: %d", code)
 	}
 	e := NewElection(s, uniqueName(t))
@@ -63,16 +63,16 @@ func TestLeaderHealth(t *testing.T) {
 		})
 	}()
 	<-leading
-	if code := status(h); code != http.StatusOK {
+	if code := httpStatus(h); code != http.StatusOK {
 		t.Fatalf("leading: %d", code)
 	}
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	// The lease is gone, lead still runs: unhealthy once the validity ran out.
-	waitFor(t, 10*time.Second, "the leader health to fail", func() bool { return status(h) == http.StatusServiceUnavailable })
+	waitFor(t, 10*time.Second, "the leader health to fail", func() bool { return httpStatus(h) == http.StatusServiceUnavailable })
 	close(unstick)
-	waitFor(t, 10*time.Second, "the leader health to recover", func() bool { return status(h) == http.StatusOK })
+	waitFor(t, 10*time.Second, "the leader health to recover", func() bool { return httpStatus(h) == http.StatusOK })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -180,6 +180,9 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, cause)), true
 		case w.q.s.failed(err) != nil:
 			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, ErrSessionExpired)), true
+		case permanent(err):
+			// Never succeeds (no permission to delete): the key goes with the lease.
+			return w.q.errorf(fmt.Errorf("unlock: %w", err)), true
 		}
 		unknown = true
 		w.q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))

@@ -229,6 +229,9 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		if q.s.failed(err) != nil {
 			return nil, nil, false, ErrSessionExpired // nothing was written: the lease is gone
 		}
+		if permanent(err) {
+			return nil, nil, false, err // refused: nothing was written
+		}
 		if ctx.Err() != nil {
 			// The Txn may have been applied: the reaper deletes the key if it exists.
 			q.s.reap(key, 0, nil)
@@ -335,6 +338,8 @@ func (w *waiter) touch(ctx context.Context) error {
 			return w.lost()
 		case w.q.s.failed(err) != nil:
 			return ErrSessionExpired
+		case permanent(err):
+			return err
 		}
 		if !sleepCtx(ctx, jitter(backoff)) {
 			return ctxErr(ctx, ctx.Err())
@@ -495,6 +500,8 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 			return nil, context.Cause(w.ctx)
 		}
 		switch {
+		case permanent(err):
+			return nil, err
 		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && try < futureRevRetries:
 		case rev > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)):
 			rev = 0
@@ -624,6 +631,9 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 		}
 		if q.s.failed(err) != nil {
 			return nil, q.errorf(ErrSessionExpired)
+		}
+		if permanent(err) {
+			return nil, q.errorf(err) // refused: nothing was written
 		}
 		// The Put may have been applied: retry (the Else branch reports our
 		// own key), or have the reaper delete it if we give up.

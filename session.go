@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -349,7 +351,10 @@ func (s *Session) expire(cause error, reason string) {
 	if revoke {
 		go func() {
 			defer s.wg.Done()
-			_ = s.revoke()
+			// Best effort and short: the path to etcd is likely broken.
+			ctx, cancel := context.WithTimeout(context.Background(), min(s.revokeBound(), time.Second))
+			defer cancel()
+			_, _ = s.cli.Revoke(ctx, s.lease)
 		}()
 	}
 	s.detach()
@@ -420,6 +425,29 @@ func (s *Session) failed(err error) error {
 		return ErrSessionExpired
 	}
 	return nil
+}
+
+// permanent reports an error that retrying cannot fix: the user may not
+// touch these keys (PermissionDenied), the request is malformed or the
+// credentials are wrong (InvalidArgument), or the auth token could not be
+// renewed (Unauthenticated; clientv3 already retried with a fresh one).
+func permanent(err error) bool {
+	switch status.Code(errors.Unwrap(err)) {
+	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
+		return true
+	}
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		switch ee.Code() {
+		case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
+			return true
+		}
+	}
+	return false
 }
 
 func isLeaseNotFound(err error) bool {
@@ -604,10 +632,21 @@ func (s *Session) reapLoop() {
 			backoff = 50 * time.Millisecond
 			continue
 		}
-		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
 		if s.failed(err) != nil {
 			continue
 		}
+		if permanent(err) {
+			// Never succeeds: the key goes with the lease (Close revokes it).
+			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
+			s.mu.Lock()
+			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
+			s.mu.Unlock()
+			if it.done != nil {
+				it.done()
+			}
+			continue
+		}
+		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
 		if !sleepCtx(s.ctx, jitter(backoff)) {
 			continue
 		}
