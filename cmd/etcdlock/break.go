@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func (a *app) breakCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "break NAME --force",
+		Short: "Delete the key of a lock's holder (an operator's last resort)",
+		Long: `Delete the key of the current holder of the lock (or the leader of the
+election) NAME, so that the next waiter gets it, and print what was deleted.
+With several holders (a semaphore, readers of a read-write lock), every
+current holder's key is deleted. The holder's lease is left alone, so its
+other locks stay held.
+
+The holder's process may still be running and believe it holds the lock: its
+Lock.Context ends (and etcdlock run sends SIGTERM to its command) only once it
+sees the deletion, and until then two processes may work at once. Only fencing
+tokens at the resource protect against that. Check 'etcdlock status NAME'
+first; break refuses to run without --force.`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := checkName(cmd, name); err != nil {
+				return err
+			}
+			if !force {
+				return exitf(exitUsage, "refusing to break %q without --force: its holder may still be running and believe it holds the lock (check with 'etcdlock status %s')", name, name)
+			}
+			return a.brk(name)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "really delete the holder's key")
+	return cmd
+}
+
+func (a *app) brk(name string) error {
+	cli, err := a.connect(context.Background())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
+	defer cancel()
+	st, err := etcdlock.Describe(ctx, cli, name)
+	if err != nil {
+		return exitf(exitUsage, "%s", libErr(err))
+	}
+	if st.Holder == nil {
+		return exitf(exitUsage, "%q has no holder: nothing to break", name)
+	}
+	broke := 0
+	for _, h := range st.Holders {
+		// Keys are never reused, so deleting this key can only end this grant.
+		resp, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(h.Key), ">", 0)).
+			Then(clientv3.OpDelete(h.Key)).
+			Commit()
+		if err != nil {
+			return exitf(exitUsage, "break %q: delete %s: %s", name, h.Key, errText(err))
+		}
+		if !resp.Succeeded {
+			a.logf("the holder of %q with token %d released it meanwhile: nothing to break there", name, h.Token)
+			continue
+		}
+		broke++
+		fmt.Fprintf(a.stdout, "broke %q: deleted key %s (token %d, lease %s, identity %q); the lease was left alone\n",
+			name, h.Key, h.Token, leaseHex(h.Lease), h.Identity)
+	}
+	if broke == 0 {
+		return exitf(exitUsage, "%q: nothing was broken", name)
+	}
+	return nil
+}

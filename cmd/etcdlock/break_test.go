@@ -1,0 +1,60 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+)
+
+func TestBreak(t *testing.T) {
+	cli := newClient(t)
+	name := uniqueName(t)
+	s, l := hold(t, cli, name, "stuck/1")
+	queueUp(t, cli, name, "next/2")
+
+	code, out, stderr := run(t, "break", name)
+	if code != exitUsage || out != "" {
+		t.Fatalf("break without --force: exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	oneErrorLine(t, stderr, "without --force")
+	if st := describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() {
+		t.Fatalf("break without --force changed the holder: %+v", st.Holder)
+	}
+
+	code, out, stderr = run(t, "break", name, "--force")
+	if code != 0 || stderr != "" {
+		t.Fatalf("break --force: exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(out, l.Key()) || !strings.Contains(out, "stuck/1") || !strings.Contains(out, l.Token().String()) {
+		t.Errorf("break does not say what it broke: %q", out)
+	}
+	select {
+	case <-l.Context().Done():
+		if cause := context.Cause(l.Context()); !errors.Is(cause, etcdlock.ErrLockLost) {
+			t.Errorf("holder's cause = %v, want ErrLockLost", cause)
+		}
+	case <-time.After(long):
+		t.Fatal("the holder never learned that its lock was broken")
+	}
+	st := describe(t, cli, name)
+	if st.Holder == nil || st.Holder.Identity != "next/2" {
+		t.Errorf("holder after break = %+v, want next/2", st.Holder)
+	}
+	// The lease was left alone.
+	resp, err := cli.TimeToLive(ctxFor(t, long), s.Lease())
+	if err != nil || resp.TTL <= 0 {
+		t.Errorf("broken holder's lease: TTL %v, %v; want it alive", resp, err)
+	}
+
+	code, _, stderr = run(t, "break", uniqueName(t), "--force")
+	if code != exitUsage {
+		t.Errorf("break of a free lock: exit %d, want 1", code)
+	}
+	oneErrorLine(t, stderr, "nothing to break")
+}

@@ -1,0 +1,266 @@
+// Command etcdlock runs a job under a fair etcd lock, shows who holds and
+// waits for a lock, takes part in or watches a leader election, and breaks a
+// stuck lock. It uses the etcdlock library, so it agrees with every Go
+// program that uses it on the same names.
+//
+// Usage:
+//
+//	etcdlock run NAME [--ttl 10s] [--wait DURATION] [--grace 5s] -- CMD [ARGS...]
+//	etcdlock status NAME [-o table|json]
+//	etcdlock ls [PREFIX] [-o table|json]
+//	etcdlock elect NAME VALUE [-- CMD [ARGS...]]
+//	etcdlock observe NAME
+//	etcdlock break NAME --force
+//	etcdlock version
+//
+// A cron line that runs tonight's billing job on exactly one machine, giving
+// up if another machine still runs yesterday's after an hour:
+//
+//	0 2 * * * etcdlock --endpoints etcd-0:2379,etcd-1:2379 run billing/nightly --wait 1h -- /opt/billing/run
+//
+// # Connection
+//
+// --endpoints (comma separated) defaults to $ETCDCTL_ENDPOINTS, else
+// 127.0.0.1:2379. --cacert, --cert, --key, --insecure-skip-tls-verify, --user,
+// --dial-timeout and --command-timeout work as in etcdctl and default to the
+// matching ETCDCTL_* variables. The password is never taken from the command
+// line, where ps shows it: it comes from --password-file, else
+// $ETCDCTL_PASSWORD, else one line of standard input (without echo on a
+// terminal); $ETCDCTL_USER may also be "user:password". Every command first
+// asks the cluster for its status, bounded by --dial-timeout, so a wrong
+// endpoint fails with one line instead of hanging. run and elect then check
+// that the user may write under the name (a role without access would
+// otherwise make the wait retry forever).
+//
+// # run
+//
+// run waits for the lock in first-come order (forever, or up to --wait;
+// --wait 0 takes the lock only if it is free and nobody waits), then starts
+// CMD directly, without a shell, in its own process group, with
+// ETCDLOCK_NAME, ETCDLOCK_KEY and ETCDLOCK_TOKEN added to the inherited
+// environment. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD's
+// process group. When CMD exits, the lock is released and etcdlock exits with
+// CMD's status.
+//
+// CMD must be dead before the lock can pass to someone else. When the
+// session stops getting its lease renewed, etcdlock sends SIGTERM to CMD's
+// group at ValidUntil - grace and SIGKILL at ValidUntil (the session's
+// conservative estimate of the lease's end), so CMD is dead before etcd can
+// expire the lease. --grace (default the smaller of 5s and TTL/2) must be at
+// most TTL/2. When the lock is lost without notice (its lease revoked or its
+// key deleted by someone else, so another holder may already have it),
+// etcdlock sends SIGTERM at once and SIGKILL grace later (or at ValidUntil if
+// that comes first); --grace 0 means SIGKILL at once.
+//
+// On Linux CMD is started from a goroutine locked to its OS thread with the
+// parent-death signal set to SIGKILL, so CMD dies with etcdlock even if
+// etcdlock is killed with SIGKILL. Caveats: grandchildren are not covered by
+// the parent-death signal, and those that leave CMD's process group (or
+// outlive CMD) are neither signaled nor waited for; and no lock can stop a
+// paused or partitioned process from writing late, so a CMD that writes
+// shared state must pass $ETCDLOCK_TOKEN with every write and have the
+// resource reject tokens lower than the highest it has seen. CMD runs in its
+// own process group, so it cannot read from an interactive terminal.
+//
+// # Exit codes
+//
+//	0-123  CMD's own exit status (128+N when CMD died of signal N)
+//	1      usage or connection error; collides with a CMD exiting 1, so
+//	       etcdlock's line on stderr says which: etcdlock's own errors start
+//	       with "etcdlock: " and name the problem, and a CMD that exits
+//	       non-zero gets "etcdlock: command ... exited with status N"
+//	124    --wait ran out before the lock was granted
+//	125    the lock (or leadership) was lost while CMD ran, or its lease
+//	       could not be renewed in time and etcdlock terminated CMD
+//	126    CMD exists but cannot be run
+//	127    CMD not found
+//	128+N  etcdlock got signal N while waiting for the lock (no key is left)
+//
+// # elect and observe
+//
+// elect campaigns in an election and holds leadership: with a CMD, it runs
+// CMD like run does while it leads, with the same signal and loss handling
+// (and ETCDLOCK_VALUE set too); without one, it prints every leadership
+// change until interrupted, then resigns. observe prints every leader change.
+//
+// # break
+//
+// break deletes the key of the holder of a lock (not its lease), so the next
+// waiter gets it. The holder's process may still be running and believe it
+// holds the lock: break is an operator's last resort, and refuses to run
+// without --force.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes reserved by etcdlock (see the package documentation).
+const (
+	exitUsage       = 1
+	exitWaitTimeout = 124
+	exitLost        = 125
+	exitNotRunnable = 126
+	exitNotFound    = 127
+)
+
+// version is the version etcdlock reports; set it at build time with
+// -ldflags "-X main.version=v1.2.3". Empty means the module's version.
+var version = ""
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// exitError ends etcdlock with code, after printing msg (if any) as one line
+// "etcdlock: msg" on stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// exitf returns an exitError with a formatted message.
+func exitf(code int, format string, args ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// usagef returns a usage error (exit 1) that points to cmd's help.
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return exitf(exitUsage, "%s (see '%s --help')", fmt.Sprintf(format, args...), cmd.CommandPath())
+}
+
+// app holds what every subcommand shares.
+type app struct {
+	conn   connFlags
+	stdin  *os.File
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// execute runs etcdlock with args and returns its exit code.
+func execute(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			a.logf("%s", ee.msg)
+		}
+		return ee.code
+	}
+	// cobra's own errors: an unknown command or the arguments of a command
+	// that takes none.
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") {
+		if len(args) > 0 {
+			if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
+			}
+		}
+		msg += " (see 'etcdlock --help')"
+	}
+	a.logf("%s", msg)
+	return exitUsage
+}
+
+// logf prints one line "etcdlock: ..." on stderr.
+func (a *app) logf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "etcdlock: %s\n", oneLine(fmt.Sprintf(format, args...)))
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i, f := range fields {
+		fields[i] = strings.TrimSpace(f)
+	}
+	return strings.Join(fields, " ")
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "etcdlock",
+		Short: "Run a job under an etcd lock, see who holds and waits, elect, break",
+		Long: `etcdlock runs a command while holding a fair etcd lock (run), shows who holds
+and waits for a lock (status, ls), takes part in or watches a leader election
+(elect, observe) and breaks a stuck lock (break).
+
+Exit codes of run and elect: the command's own (128+N if it died of signal N);
+1 usage or connection error; 124 --wait ran out; 125 lock or leadership lost
+(or not renewed in time) while the command ran; 126 command not runnable;
+127 command not found; 128+N etcdlock got signal N while waiting (no key left).`,
+		SilenceErrors:      true,
+		SilenceUsage:       true,
+		DisableSuggestions: true, // execute adds them on the same line
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch cmd.Name() {
+			case "version", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+				return nil // they do not connect
+			}
+			return a.conn.resolve(cmd)
+		},
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SuggestionsMinimumDistance = 2
+	a.conn.register(root)
+	root.AddCommand(a.runCmd(), a.statusCmd(), a.lsCmd(), a.electCmd(), a.observeCmd(), a.breakCmd(), a.versionCmd())
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef(cmd, "%v", err)
+	})
+	for _, c := range root.Commands() {
+		c.SilenceErrors, c.SilenceUsage = true, true
+	}
+	return root
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of etcdlock",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, client := versionInfo()
+			fmt.Fprintf(a.stdout, "etcdlock version: %s\nGo version: %s\netcd client: %s\n", v, runtime.Version(), client)
+			return nil
+		},
+	}
+}
+
+// versionInfo returns etcdlock's version and the etcd client module's.
+func versionInfo() (v, client string) {
+	v, client = version, "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		if v == "" {
+			v = "unknown"
+		}
+		return v, client
+	}
+	if v == "" {
+		v = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "go.etcd.io/etcd/client/v3" {
+			client = d.Version
+		}
+	}
+	return v, client
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func (a *app) statusCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show the holder and the waiters of a lock",
+		Long: `Show the holder(s) and the waiters of the lock (or election) NAME, in grant
+order, with their fencing token, lease, identity and the time left on their
+lease, read in one linearizable request (plus one TimeToLive per lease).`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkName(cmd, args[0]); err != nil {
+				return err
+			}
+			if err := checkOutput(cmd, output, "table", "json"); err != nil {
+				return err
+			}
+			return a.status(args[0], output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func (a *app) lsCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "ls [PREFIX]",
+		Short: "List the locks that have a holder, with their waiter counts",
+		Long: `List every lock (and election) whose name starts with PREFIX and that has a
+holder, sorted by name, with its holder and its number of waiters.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef(cmd, "too many arguments: want at most PREFIX, got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output, "table", "json"); err != nil {
+				return err
+			}
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			return a.ls(prefix, output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+// entryJSON is one holder or waiter in status's and ls's JSON output.
+type entryJSON struct {
+	Key      string `json:"key"`
+	Token    int64  `json:"token"`
+	Lease    string `json:"lease"` // hex, as etcdctl prints leases
+	Identity string `json:"identity"`
+	Kind     string `json:"kind"`
+	Mode     string `json:"mode,omitempty"`
+	Value    string `json:"value,omitempty"`
+	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
+	// lease is gone (status only).
+	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
+}
+
+// statusJSON is status's JSON output: LockState with leases' time left.
+type statusJSON struct {
+	Name     string      `json:"name"`
+	Revision int64       `json:"revision"`
+	Holder   *entryJSON  `json:"holder"` // null when free; holders[0] otherwise
+	Holders  []entryJSON `json:"holders"`
+	Waiters  []entryJSON `json:"waiters"`
+}
+
+// lsJSON is one element of ls's JSON output.
+type lsJSON struct {
+	Name        string     `json:"name"`
+	Kind        string     `json:"kind"`
+	Holder      *entryJSON `json:"holder"`
+	HolderCount int        `json:"holder_count"`
+	WaiterCount int        `json:"waiter_count"`
+}
+
+func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
+	j := entryJSON{Key: e.Key, Token: int64(e.Token), Lease: leaseHex(e.Lease), Identity: e.Identity,
+		Kind: e.Kind, Mode: e.Mode, Value: e.Value}
+	if ttl, ok := ttls[e.Lease]; ok {
+		j.LeaseTTLLeft = &ttl
+	}
+	return j
+}
+
+func (a *app) status(name, output string) error {
+	cli, err := a.connect(context.Background())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
+	defer cancel()
+	st, err := etcdlock.Describe(ctx, cli, name)
+	if err != nil {
+		return exitf(exitUsage, "%s", libErr(err))
+	}
+	ttls := map[clientv3.LeaseID]int64{}
+	for _, e := range append(append([]etcdlock.Entry(nil), st.Holders...), st.Waiters...) {
+		if _, ok := ttls[e.Lease]; ok {
+			continue
+		}
+		resp, err := cli.TimeToLive(ctx, e.Lease)
+		switch {
+		case err != nil && isLeaseNotFound(err):
+			ttls[e.Lease] = -1
+		case err != nil:
+			return exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))
+		default:
+			ttls[e.Lease] = resp.TTL
+		}
+	}
+
+	out := statusJSON{Name: st.Name, Revision: st.Revision, Holders: []entryJSON{}, Waiters: []entryJSON{}}
+	for _, e := range st.Holders {
+		out.Holders = append(out.Holders, toEntryJSON(e, ttls))
+	}
+	for _, e := range st.Waiters {
+		out.Waiters = append(out.Waiters, toEntryJSON(e, ttls))
+	}
+	if len(out.Holders) > 0 {
+		out.Holder = &out.Holders[0]
+	}
+	if output == "json" {
+		return a.printJSON(out)
+	}
+
+	if out.Holder == nil {
+		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, st.Revision)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, out.Holder.Kind, st.Revision,
+		plural(len(out.Holders), "holder"), plural(len(out.Waiters), "waiter"))
+	all := append(append([]entryJSON(nil), out.Holders...), out.Waiters...)
+	withMode, withValue := false, false
+	for _, e := range all {
+		withMode = withMode || e.Mode != ""
+		withValue = withValue || e.Value != ""
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "IDENTITY"}
+	if withMode {
+		cols = append(cols, "MODE")
+	}
+	if withValue {
+		cols = append(cols, "VALUE")
+	}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	for i, e := range all {
+		role := "holder"
+		if i >= len(out.Holders) {
+			role = "waiter"
+		}
+		ttl := "gone"
+		if e.LeaseTTLLeft != nil && *e.LeaseTTLLeft >= 0 {
+			ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
+		}
+		row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, e.Identity}
+		if withMode {
+			row = append(row, e.Mode)
+		}
+		if withValue {
+			row = append(row, fmt.Sprintf("%q", e.Value))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+func (a *app) ls(prefix, output string) error {
+	cli, err := a.connect(context.Background())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
+	defer cancel()
+	states, err := etcdlock.List(ctx, cli, prefix)
+	if err != nil {
+		return exitf(exitUsage, "%s", libErr(err))
+	}
+	out := []lsJSON{}
+	for _, st := range states {
+		if st.Holder == nil {
+			continue
+		}
+		h := toEntryJSON(*st.Holder, nil)
+		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Holder: &h,
+			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters)})
+	}
+	if output == "json" {
+		return a.printJSON(out)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tHOLDERS\tWAITERS")
+	for _, l := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", l.Name, l.Kind, l.Holder.Identity, l.Holder.Token, l.HolderCount, l.WaiterCount)
+	}
+	return tw.Flush()
+}
+
+func (a *app) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return exitf(exitUsage, "encode JSON: %v", err)
+	}
+	fmt.Fprintf(a.stdout, "%s\n", b)
+	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// isLeaseNotFound reports an etcd "requested lease not found" error.
+func isLeaseNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "requested lease not found")
+}
