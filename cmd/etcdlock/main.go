@@ -141,10 +141,11 @@ func usagef(cmd *cobra.Command, format string, args ...any) error {
 
 // app holds what every subcommand shares.
 type app struct {
-	conn   connFlags
-	stdin  *os.File
-	stdout io.Writer
-	stderr io.Writer
+	conn        connFlags
+	stdin       *os.File
+	stdout      io.Writer
+	stderr      io.Writer
+	stopMetrics func() // set while a --metrics-addr server runs
 }
 
 // execute runs etcdlock with args and returns its exit code.

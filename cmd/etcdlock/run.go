@@ -27,6 +27,7 @@ const (
 
 func (a *app) runCmd() *cobra.Command {
 	var o holdOpts
+	var rk recipe
 	cmd := &cobra.Command{
 		Use:   "run NAME [flags] -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock",
@@ -48,7 +49,10 @@ error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
 etcdlock terminated CMD) while CMD ran; 126 CMD not runnable; 127 CMD not
 found; 128+N interrupted by signal N while waiting (no key left).`,
 		Example: `  etcdlock run billing/nightly --wait 1h -- /opt/billing/run --date today
-  etcdlock run deploy --wait 0 -- ./deploy.sh    # only if nobody holds or waits`,
+  etcdlock run deploy --wait 0 -- ./deploy.sh    # only if nobody holds or waits
+  etcdlock run encoders --semaphore 4 -- ./encode.sh   # at most 4 at once
+  etcdlock run db/schema --read -- ./report.sh    # readers share; "--write" excludes them
+  etcdlock run billing/nightly --metrics-addr 127.0.0.1:9310 -- ./job   # /metrics and /healthz`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			_, _, err := splitAtDash(cmd, args, []string{"NAME"}, true)
 			return err
@@ -66,15 +70,11 @@ found; 128+N interrupted by signal N while waiting (no key left).`,
 			if err != nil {
 				return err
 			}
+			if err := rk.check(cmd); err != nil {
+				return err
+			}
 			return a.holdAndRun(&o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session) (*grant, error) {
-				m := etcdlock.NewMutex(s, name)
-				var l *etcdlock.Lock
-				var err error
-				if o.waitSet && o.wait == 0 {
-					l, err = m.TryLock(ctx)
-				} else {
-					l, err = m.Lock(ctx)
-				}
+				l, err := rk.take(ctx, s, name, o.waitSet && o.wait == 0)
 				if err != nil {
 					return nil, err
 				}
@@ -83,7 +83,59 @@ found; 128+N interrupted by signal N while waiting (no key left).`,
 		},
 	}
 	o.register(cmd.Flags(), true)
+	rk.register(cmd.Flags())
 	return cmd
+}
+
+// recipe is the kind of grant run takes: a Mutex (default), a Semaphore of
+// --semaphore N, or an RWMutex's shared (--read) or exclusive (--write)
+// grant. Every user of a name must use the same kind (and N).
+type recipe struct {
+	semaphore   int
+	read, write bool
+}
+
+func (r *recipe) register(f *pflag.FlagSet) {
+	f.IntVar(&r.semaphore, "semaphore", 0, "take one of N grants of a semaphore (at most N holders at once) instead of a mutex")
+	f.BoolVar(&r.read, "read", false, "take a shared (reader) grant of a read-write lock")
+	f.BoolVar(&r.write, "write", false, "take an exclusive (writer) grant of a read-write lock, the counterpart of --read")
+}
+
+func (r *recipe) check(cmd *cobra.Command) error {
+	n := 0
+	for _, on := range []bool{cmd.Flags().Changed("semaphore"), r.read, r.write} {
+		if on {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return usagef(cmd, "--semaphore, --read and --write exclude each other")
+	case cmd.Flags().Changed("semaphore") && r.semaphore < 1:
+		return usagef(cmd, "--semaphore must be at least 1, not %d", r.semaphore)
+	}
+	return nil
+}
+
+// take waits for the grant (or, with try, takes it only if free).
+func (r *recipe) take(ctx context.Context, s *etcdlock.Session, name string, try bool) (*etcdlock.Lock, error) {
+	switch {
+	case r.semaphore > 0 && try:
+		return etcdlock.NewSemaphore(s, name, r.semaphore).TryAcquire(ctx)
+	case r.semaphore > 0:
+		return etcdlock.NewSemaphore(s, name, r.semaphore).Acquire(ctx)
+	case r.read && try:
+		return etcdlock.NewRWMutex(s, name).TryRLock(ctx)
+	case r.read:
+		return etcdlock.NewRWMutex(s, name).RLock(ctx)
+	case r.write && try:
+		return etcdlock.NewRWMutex(s, name).TryLock(ctx)
+	case r.write:
+		return etcdlock.NewRWMutex(s, name).Lock(ctx)
+	case try:
+		return etcdlock.NewMutex(s, name).TryLock(ctx)
+	}
+	return etcdlock.NewMutex(s, name).Lock(ctx)
 }
 
 // splitAtDash splits the arguments of a command line "NAMES... -- CMD...":
@@ -134,11 +186,12 @@ func checkName(cmd *cobra.Command, name string) error {
 
 // holdOpts are the flags of run and elect.
 type holdOpts struct {
-	ttl      time.Duration
-	wait     time.Duration
-	waitSet  bool
-	grace    time.Duration
-	identity string
+	ttl         time.Duration
+	wait        time.Duration
+	waitSet     bool
+	grace       time.Duration
+	identity    string
+	metricsAddr string
 }
 
 func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
@@ -151,6 +204,7 @@ func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
 	f.DurationVar(&o.grace, "grace", defaultGrace, "time between SIGTERM and SIGKILL when the lease is running out or lost; at most TTL/2")
 	f.Lookup("grace").DefValue = "5s or TTL/2, whichever is smaller"
 	f.StringVar(&o.identity, "identity", "", `identity stored with the key, shown by status (default "hostname/pid")`)
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the session's health on /healthz at this address (host:port)")
 }
 
 // check validates the flags; zeroWait says whether --wait 0 is allowed.
@@ -253,14 +307,29 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 	if o.identity != "" {
 		opts = append(opts, etcdlock.WithIdentity(o.identity))
 	}
+	var ms *metricsServer
+	if o.metricsAddr != "" {
+		var err error
+		if ms, err = a.listenMetrics(o.metricsAddr); err != nil {
+			return nil, err
+		}
+		opts = append(opts, etcdlock.WithObserver(ms.metrics))
+	}
 	gctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
 	s, err := etcdlock.NewSession(gctx, cli, opts...)
 	if err != nil {
+		if ms != nil {
+			ms.stop()
+		}
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, cause
 		}
 		return nil, exitf(exitUsage, "cannot open a session: %s", libErr(err))
+	}
+	if ms != nil {
+		ms.serve(s, a.logf)
+		a.stopMetrics = ms.stop
 	}
 	return s, nil
 }
@@ -270,6 +339,10 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 func (a *app) closeSession(s *etcdlock.Session) {
 	if err := s.Close(); err != nil {
 		a.logf("warning: could not revoke the session's lease %x (its keys expire within %v): %s", int64(s.Lease()), s.TTL(), libErr(err))
+	}
+	if a.stopMetrics != nil {
+		a.stopMetrics()
+		a.stopMetrics = nil
 	}
 }
 
