@@ -10,8 +10,6 @@ package etcdlock
 // key range contains another's.
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -100,13 +98,13 @@ func namePrefix(name string) string { return keyRoot + escapeName(name) + nameEn
 // listPrefix is the key prefix under which every name starting with prefix lives.
 func listPrefix(prefix string) string { return keyRoot + escapeName(prefix) }
 
-// newWaiterKey returns a fresh, never reused key for one acquisition.
-func newWaiterKey(dir, tag string, lease clientv3.LeaseID) (string, error) {
-	var r [8]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return "", fmt.Errorf("etcdlock: random key suffix: %w", err)
-	}
-	return dir + tag + "/" + strconv.FormatInt(int64(lease), 16) + "-" + hex.EncodeToString(r[:]), nil
+// waiterKey returns the key of a session's acquisition that holds slot in
+// queue dir: "<dir><tag>/<lease hex>-<slot hex>". A slot is reused only once
+// its previous key is certainly gone (see Session.takeSlot), and watchers
+// ignore events older than their own key, so no old event of a reused name
+// is ever taken for a new one.
+func waiterKey(dir, tag string, lease clientv3.LeaseID, slot int) string {
+	return dir + tag + "/" + strconv.FormatInt(int64(lease), 16) + "-" + strconv.FormatInt(int64(slot), 16)
 }
 
 // parsedKey is a key split along the frozen layout.

@@ -34,10 +34,8 @@ func TestKeyLayout(t *testing.T) {
 			}
 		})
 	}
-	k1, _ := newWaiterKey("d/", "m", 1)
-	k2, _ := newWaiterKey("d/", "m", 1)
-	if k1 == k2 {
-		t.Fatal("two acquisitions of one session got the same key")
+	if k := waiterKey("etcdlock/a%/", "m", 0x1a2b, 10); k != "etcdlock/a%/m/1a2b-a" {
+		t.Fatalf("waiterKey = %q", k)
 	}
 	// No name's range contains another's, even when one name is a prefix of the other.
 	names := []string{"jobs/a", "jobs/a/b", "jobs/a%", "jobs/a%/m", "jobs/ab"}

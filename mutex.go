@@ -133,7 +133,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	} else {
 		// The reaper deletes the key; the grant was current, so later calls
 		// report success once it is gone.
-		l.w.q.s.reap(l.w.key, l.w.rev, func() { l.finish(nil) })
+		l.w.q.s.reap(l.w.key, l.w.rev, func() {
+			l.finish(nil)
+			l.w.free()
+		})
 	}
 	return err
 }
@@ -151,6 +154,8 @@ func (l *Lock) finish(err error) {
 // unknown then (the caller hands the key to the reaper).
 func (w *waiter) release(ctx context.Context) (err error, final bool) {
 	if w.ctx.Err() != nil {
+		// Lost before: the key is gone, or goes with the session's lease.
+		w.free()
 		return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx))), true
 	}
 	w.lose(ErrReleased)
@@ -166,6 +171,9 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 			Then(clientv3.OpDelete(w.key)).
 			Commit()
 		cancel()
+		if err == nil || w.q.s.failed(err) != nil {
+			w.free() // deleted now, or already gone
+		}
 		switch {
 		case err == nil && (resp.Succeeded || unknown):
 			return nil, true

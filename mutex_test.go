@@ -611,3 +611,63 @@ func TestGuard(t *testing.T) {
 		t.Fatalf("guarded write after unlock succeeded: %v %v", resp, err)
 	}
 }
+
+// TestSessionReusesKeyNames: a session's acquisitions of a name reuse key
+// names once the previous key is certainly gone (etcd keeps every deleted
+// key in its index until compaction, and reads of the queue walk them), never
+// while it is held, and never after a write of unknown outcome until the
+// reaper's second pass.
+func TestSessionReusesKeyNames(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	m := NewMutex(s, name)
+	l1 := mustLock(t, m)
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := mustLock(t, m)
+	if l2.Key() != l1.Key() || l2.Token() <= l1.Token() {
+		t.Fatalf("second acquisition: key %s token %d; want key %s reused with a larger token than %d", l2.Key(), l2.Token(), l1.Key(), l1.Token())
+	}
+	// While l2 holds its key, another acquisition of the session gets another.
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the second acquisition to queue", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l3 := <-got
+	if l3 == nil || l3.Key() == l2.Key() {
+		t.Fatalf("concurrent acquisitions shared a key: %v", l3)
+	}
+	_ = l3.Unlock(ctx)
+
+	// A write of unknown outcome keeps its key name out of use.
+	hook := func(p hookPoint, err error) error {
+		if p == hookEnqueued {
+			return context.DeadlineExceeded // as if the answer was lost
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := m.Lock(short)
+	cancel()
+	testHook.Store(nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with lost answers: %v", err)
+	}
+	l4 := mustLock(t, m)
+	if l4.Key() == l1.Key() {
+		t.Fatalf("key %s reused although a write of it had an unknown outcome", l4.Key())
+	}
+	_ = l4.Unlock(ctx)
+}

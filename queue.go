@@ -140,13 +140,52 @@ func (q queue) errorf(err error) error {
 // when the grant is lost or released.
 type waiter struct {
 	q    queue
+	sk   slotKey
 	key  string
 	rev  int64
 	ctx  context.Context // child of the session's context
 	lose context.CancelCauseFunc
 
 	monitorOnce sync.Once
+	freeOnce    sync.Once
 }
+
+// slotKey is an acquisition's key and the session slot it occupies.
+type slotKey struct {
+	key   string
+	scope string
+	slot  int
+	// uncertain: a write of this key had an unknown outcome, so it may be
+	// applied (again) later; the slot is reused only after a second delete.
+	uncertain bool
+}
+
+// newKey takes a slot of the session in this queue and returns its key.
+func (q queue) newKey() slotKey {
+	scope := q.dir + q.tag
+	slot := q.s.takeSlot(scope)
+	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot}
+}
+
+// gone is called once sk's key is known to be deleted (or never written):
+// the slot is freed, after a second delete if a write of it was uncertain.
+func (q queue) gone(sk slotKey) {
+	free := func() { q.s.freeSlot(sk.scope, sk.slot) }
+	if sk.uncertain {
+		q.s.reapTwice(sk.key, free)
+		return
+	}
+	free()
+}
+
+// drop gives up a key that may exist: the reaper deletes it, then frees the slot.
+func (q queue) drop(sk slotKey) {
+	sk.uncertain = true
+	q.gone(sk)
+}
+
+// free releases the waiter's slot once its key is gone.
+func (w *waiter) free() { w.freeOnce.Do(func() { w.q.gone(w.sk) }) }
 
 // acquire enqueues and waits until pol grants. On any failure the key is
 // deleted at once, or by the session's reaper when the cluster does not answer.
@@ -175,8 +214,8 @@ func (q queue) acquire(ctx context.Context, value string, pol policy) (w *waiter
 	return w, nil
 }
 
-func (q queue) newWaiter(key string, rev int64) *waiter {
-	w := &waiter{q: q, key: key, rev: rev}
+func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
+	w := &waiter{q: q, sk: sk, key: sk.key, rev: rev}
 	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)
 	return w
 }
@@ -186,10 +225,8 @@ func (q queue) newWaiter(key string, rev int64) *waiter {
 // retry found the key already written (unknown outcome of the first try): the
 // keys ahead must then be read.
 func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter, ahead []*mvccpb.KeyValue, known bool, err error) {
-	key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
-	if err != nil {
-		return nil, nil, false, err
-	}
+	sk := q.newKey()
+	key := sk.key
 	getOpts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	if n := pol.lookback(); n > 0 {
@@ -214,35 +251,40 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		err = runHook(hookEnqueued, err)
 		if err == nil {
 			if resp.Succeeded {
-				w = q.newWaiter(key, resp.Header.Revision)
+				w = q.newWaiter(sk, resp.Header.Revision)
 				ahead = resp.Responses[0].GetResponseRange().Kvs
 				known = true
 			} else {
 				kvs := resp.Responses[0].GetResponseRange().Kvs
 				if len(kvs) == 0 { // cannot happen: the Else branch runs only when the key exists
+					q.drop(sk)
 					return nil, nil, false, fmt.Errorf("etcdlock: enqueue: key %s vanished", key)
 				}
-				w = q.newWaiter(key, kvs[0].CreateRevision)
+				w = q.newWaiter(sk, kvs[0].CreateRevision)
 			}
 			break
 		}
 		if q.s.failed(err) != nil {
-			return nil, nil, false, ErrSessionExpired // nothing was written: the lease is gone
+			q.gone(sk) // the lease is gone, and with it any key of it
+			return nil, nil, false, ErrSessionExpired
 		}
 		if permanent(err) {
-			return nil, nil, false, err // refused: nothing was written
+			q.gone(sk) // refused: this attempt wrote nothing
+			return nil, nil, false, err
 		}
+		// The Txn may have been applied, now or later.
+		sk.uncertain = true
 		if ctx.Err() != nil {
-			// The Txn may have been applied: the reaper deletes the key if it exists.
-			q.s.reap(key, 0, nil)
+			q.drop(sk)
 			return nil, nil, false, ctxErr(ctx, err)
 		}
 		if serr := q.s.live(); serr != nil {
+			q.drop(sk)
 			return nil, nil, false, serr
 		}
 		q.s.log.Debug("enqueue failed, retrying", zap.String("key", key), zap.Error(err))
 		if !sleepCtx(ctx, jitter(backoff)) {
-			q.s.reap(key, 0, nil)
+			q.drop(sk)
 			return nil, nil, false, ctxErr(ctx, ctx.Err())
 		}
 		backoff = min(2*backoff, time.Second)
@@ -275,7 +317,7 @@ func (w *waiter) abandon(cause error) {
 		cause = context.Canceled
 	}
 	w.lose(cause)
-	w.q.s.reap(w.key, w.rev, nil)
+	w.q.s.reap(w.key, w.rev, w.free)
 }
 
 // wait blocks until pol grants, ctx ends, or the key or session is lost.
@@ -435,7 +477,9 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 				continue
 			}
 			for _, ev := range resp.Events {
-				if !plan.matters(string(ev.Kv.Key), ev.Type) {
+				// Events up to my own key's creation were settled by my
+				// enqueue; they may concern an earlier key of the same name.
+				if ev.Kv.ModRevision <= w.rev || !plan.matters(string(ev.Kv.Key), ev.Type) {
 					continue
 				}
 				ahead, changed, err := w.check(ctx, ev.Kv.ModRevision, pol, plan)
@@ -610,10 +654,8 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	if err := q.s.live(); err != nil {
 		return nil, q.errorf(err)
 	}
-	key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
-	if err != nil {
-		return nil, q.errorf(err)
-	}
+	sk := q.newKey()
+	key := sk.key
 	opCtx, done := q.s.bound(ctx)
 	defer done()
 	var resp *clientv3.TxnResponse
@@ -630,15 +672,18 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 			break
 		}
 		if q.s.failed(err) != nil {
+			q.gone(sk)
 			return nil, q.errorf(ErrSessionExpired)
 		}
 		if permanent(err) {
-			return nil, q.errorf(err) // refused: nothing was written
+			q.gone(sk) // refused: this attempt wrote nothing
+			return nil, q.errorf(err)
 		}
-		// The Put may have been applied: retry (the Else branch reports our
-		// own key), or have the reaper delete it if we give up.
+		// The Put may have been applied, now or later: retry (the Else branch
+		// reports our own key), or have the reaper delete it if we give up.
+		sk.uncertain = true
 		if opCtx.Err() != nil || !sleepCtx(opCtx, jitter(backoff)) {
-			q.s.reap(key, 0, nil)
+			q.drop(sk)
 			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
 		}
 		backoff = min(2*backoff, time.Second)
@@ -651,6 +696,9 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 		}
 	}
 	if !resp.Succeeded {
+		// Nothing of ours exists (the Else branch checked); an uncertain
+		// earlier attempt may still be applied later.
+		q.gone(sk)
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) > 0 {
 			tag := tagOf(q.dir, string(kvs[0].Key))
@@ -663,7 +711,7 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 		}
 		return nil, q.errorf(ErrLocked)
 	}
-	nw := q.newWaiter(key, resp.Header.Revision)
+	nw := q.newWaiter(sk, resp.Header.Revision)
 	if err := ctx.Err(); err != nil { // ended first: no grant after the caller gave up
 		nw.abandon(err)
 		return nil, q.errorf(ctxErr(ctx, err))

@@ -138,25 +138,28 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err er
 		if resp.Count >= n {
 			return nil, q.errorf(fmt.Errorf("%w: %d of %d held or waited on", ErrLocked, resp.Count, n))
 		}
-		key, err := newWaiterKey(q.dir, q.tag, q.s.lease)
-		if err != nil {
-			return nil, q.errorf(err)
-		}
+		sk := q.newKey()
+		key := sk.key
 		tresp, err := q.s.cli.Txn(opCtx).
 			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix()).
 			Then(clientv3.OpPut(key, encodeValue(q.s.identity, ""), clientv3.WithLease(q.s.lease))).
 			Commit()
 		if err != nil {
-			if q.s.failed(err) != nil {
+			if q.s.failed(err) != nil || permanent(err) {
+				q.gone(sk)
+				if permanent(err) {
+					return nil, q.errorf(err)
+				}
 				return nil, q.errorf(ErrSessionExpired)
 			}
-			q.s.reap(key, 0, nil)
+			q.drop(sk)
 			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
 		}
 		if !tresp.Succeeded {
+			q.gone(sk)
 			continue // someone joined or changed since the read
 		}
-		w := q.newWaiter(key, tresp.Header.Revision)
+		w := q.newWaiter(sk, tresp.Header.Revision)
 		if err := ctx.Err(); err != nil {
 			w.abandon(err)
 			return nil, q.errorf(ctxErr(ctx, err))

@@ -139,6 +139,7 @@ type Session struct {
 	leaseGoneSeen bool
 	reapQ         []reapItem
 	reapWake      chan struct{} // wakes a reaper waiting for a second pass
+	slots         map[string][]bool
 	reaping       bool
 	wg            sync.WaitGroup // every goroutine the session and its grants start
 
@@ -497,6 +498,47 @@ func (s *Session) cause(ctx context.Context, err error) error {
 	return err
 }
 
+// takeSlot returns the lowest slot of scope (a queue and kind) that none of
+// the session's keys there uses, and marks it used. A session's key in a
+// queue is "<lease>-<slot>": reusing key names keeps etcd's index of deleted
+// keys (walked by every read of the queue until compaction) from growing
+// with every acquisition.
+func (s *Session) takeSlot(scope string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots == nil {
+		s.slots = map[string][]bool{}
+	}
+	busy := s.slots[scope]
+	for i, b := range busy {
+		if !b {
+			busy[i] = true
+			return i
+		}
+	}
+	s.slots[scope] = append(busy, true)
+	return len(busy)
+}
+
+// freeSlot makes slot of scope reusable: its key is certainly gone and no
+// write of unknown outcome can re-create it.
+func (s *Session) freeSlot(scope string, slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	busy := s.slots[scope]
+	if slot < len(busy) {
+		busy[slot] = false
+	}
+	for len(busy) > 0 && !busy[len(busy)-1] {
+		busy = busy[:len(busy)-1]
+	}
+	if len(busy) == 0 {
+		delete(s.slots, scope)
+	} else {
+		s.slots[scope] = busy
+	}
+}
+
 // goRun starts f in a goroutine owned by the session (Close waits for it);
 // false, without starting it, once the session is over.
 func (s *Session) goRun(f func()) bool {
@@ -542,13 +584,26 @@ type reapItem struct {
 	key       string
 	rev       int64     // create revision when known, else 0
 	done      func()    // called once the key is gone (or the session is over); may be nil
-	notBefore time.Time // a second pass for a key of unknown outcome
+	twice     bool      // delete it once more, lateApply later, before done
+	notBefore time.Time // when a second pass is due
 }
 
 // reap hands a key to the session's reaper, which deletes it (guarded by its
 // create revision when known) with backoff until it succeeds, the lease is
 // gone, or the session is closed. It never blocks.
 func (s *Session) reap(key string, rev int64, done func()) {
+	s.queueReap(reapItem{key: key, rev: rev, done: done})
+}
+
+// reapTwice is reap for a key a write of unknown outcome may create (or
+// re-create) later: the reaper deletes it at once and again lateApply later,
+// and calls done after that.
+func (s *Session) reapTwice(key string, done func()) {
+	s.queueReap(reapItem{key: key, done: done, twice: true})
+}
+
+func (s *Session) queueReap(it reapItem) {
+	done := it.done
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -558,7 +613,7 @@ func (s *Session) reap(key string, rev int64, done func()) {
 		}
 		return
 	}
-	s.reapQ = append(s.reapQ, reapItem{key: key, rev: rev, done: done})
+	s.reapQ = append(s.reapQ, it)
 	start := !s.reaping
 	s.reaping = true
 	if start {
@@ -621,9 +676,10 @@ func (s *Session) reapLoop() {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			s.mu.Lock()
 			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
-			if it.rev == 0 && it.notBefore.IsZero() {
+			if it.twice {
 				// The write that made it may still be applied later.
-				s.reapQ = append(s.reapQ, reapItem{key: it.key, notBefore: time.Now().Add(lateApply)})
+				s.reapQ = append(s.reapQ, reapItem{key: it.key, done: it.done, notBefore: time.Now().Add(lateApply)})
+				it.done = nil
 			}
 			s.mu.Unlock()
 			if it.done != nil {

@@ -57,7 +57,7 @@ func main() {
 	flag.BoolVar(&o.fsync, "fsync", false, "fsync the members' WAL")
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds per cell; the contestants' order alternates between rounds")
-	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale")
+	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones")
 	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
 	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
 	flag.DurationVar(&o.hold, "hold", 60*time.Second, "scale: how long to hold them")
@@ -130,6 +130,8 @@ func run(o options) error {
 			rs = failover(ctx, c, o)
 		case "scale":
 			rs = scale(ctx, c, o)
+		case "tombstones":
+			rs = tombstones(ctx, c, o)
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -321,4 +322,70 @@ func parallel(n, width int, f func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// tombstones runs 16 etcdlock workers on one hot lock for 30 s, twice:
+// without compaction and with a compaction every 5 s, and reports the grant
+// rate in each 5 s window. Every acquisition writes a new key; etcd keeps a
+// deleted key in its index until compaction, and a read of the queue walks
+// every key of the name, deleted ones included.
+func tombstones(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	var out []Result
+	for _, compact := range []bool{false, true} {
+		cli, err := c.Client()
+		if err != nil {
+			return append(out, Result{Scenario: "tombstones", Note: err.Error()})
+		}
+		name := fmt.Sprintf("bench/tombstones/%v/%d", compact, time.Now().UnixNano())
+		var grants atomic.Int64
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var wg sync.WaitGroup
+		for i := 0; i < 16; i++ {
+			s, err := etcdlock.NewSession(ctx, cli)
+			if err != nil {
+				cancel()
+				return append(out, Result{Scenario: "tombstones", Note: err.Error()})
+			}
+			m := etcdlock.NewMutex(s, name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer s.Close()
+				for wctx.Err() == nil {
+					l, err := m.Lock(wctx)
+					if err != nil {
+						continue
+					}
+					grants.Add(1)
+					_ = l.Unlock(context.Background())
+				}
+			}()
+		}
+		var windows []string
+		last := int64(0)
+		for w := 0; w < 6; w++ {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-wctx.Done():
+			}
+			g := grants.Load()
+			windows = append(windows, fmt.Sprintf("%.0f", float64(g-last)/5))
+			last = g
+			if compact {
+				if resp, err := cli.Get(ctx, "x"); err == nil {
+					_, _ = cli.Compact(ctx, resp.Header.Revision)
+				}
+			}
+		}
+		cancel()
+		wg.Wait()
+		cli.Close()
+		note := "no compaction"
+		if compact {
+			note = "compaction every 5s"
+		}
+		out = append(out, Result{Scenario: "tombstones", Workers: 16, Contestant: "etcdlock", Grants: last,
+			Note: fmt.Sprintf("%s: grants/s per 5s window: %s", note, strings.Join(windows, ", "))})
+	}
+	return out
 }
