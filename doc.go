@@ -18,7 +18,7 @@
 //
 // # Keys
 //
-// Every key lives under "etcdlock/<escaped name>%/<kind tag>/<lease hex>-<random hex>",
+// Every key lives under "etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>",
 // with the JSON value {"v":1,"identity":"...","value":"..."}. Escaping
 // percent-encodes '%', bytes 0x00-0x1f and 0x7f, and nothing else, so names
 // that are prefixes of each other ("jobs/a", "jobs/a/b") never interfere and

@@ -3,7 +3,7 @@ package etcdlock
 // This file holds the frozen key layout (API.md, "Keys"). Two builds of the
 // library, or the library and the CLI, must agree on it byte for byte.
 //
-//	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<random hex>
+//	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
