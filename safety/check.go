@@ -1,0 +1,469 @@
+package safety
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/etcdlock/etcdlock"
+)
+
+// Checker names one of the checkers; the keys of Report.Violations.
+type Checker string
+
+// The checkers Check runs.
+const (
+	// Linearizability: the increments, read by porcupine as operations
+	// on a counter whose every increment is an atomic compare-and-set from
+	// the value read to that value + 1, are linearizable. Writes of unknown
+	// outcome may or may not have taken effect (they never return).
+	Linearizability Checker = "linearizability"
+	// Increments: no acknowledged increment was lost or applied twice;
+	// the final value is at least the number of acknowledged increments and
+	// at most that plus the unknown ones; every admitted write wrote the
+	// value it overwrote + 1.
+	Increments Checker = "increments"
+	// Tokens: the tokens the resource admitted never go down (they
+	// increase at each change of holder), so no stale read or write was
+	// admitted; every admitted token was reported granted, and admitted only
+	// after its grant. For state in etcd, each write was applied while its
+	// key was the lowest live key of the queue.
+	Tokens Checker = "tokens"
+	// Grants: every reported grant agrees with etcd's own record of the
+	// queue: its key was the lowest live key at some revision between its
+	// creation and the first revision probe issued after the grant returned.
+	Grants Checker = "grants"
+	// FIFO: waiters are granted in enqueue order; no key that reached
+	// the front of the queue while its session lived on was passed over.
+	FIFO Checker = "fifo"
+)
+
+// maxMessages caps the messages kept per checker.
+const maxMessages = 20
+
+// Options tunes Check.
+type Options struct {
+	// Timeout bounds the linearizability search (0: none). A search that
+	// times out makes the check fail as inconclusive.
+	Timeout time.Duration
+	// VisualizationPath, when not empty, is where porcupine's HTML
+	// visualization is written if the history is not linearizable.
+	VisualizationPath string
+}
+
+// Report is the verdict of Check.
+type Report struct {
+	// Linearizability is porcupine's result.
+	Linearizability porcupine.CheckResult
+	// Visualization is the path of the HTML visualization, if one was
+	// written.
+	Visualization string
+	// Violations holds, per checker name, what it found (at most 20
+	// messages each, then a count of the rest).
+	Violations map[Checker][]string
+	// Unbounded counts grants that had no revision probe after them: they
+	// were checked without an upper bound on their deciding revision.
+	Unbounded int
+}
+
+// OK reports whether every checker passed.
+func (r *Report) OK() bool {
+	return r.Linearizability == porcupine.Ok && len(r.Violations) == 0
+}
+
+// Failed reports whether the named checker found a violation.
+func (r *Report) Failed(check Checker) bool {
+	if check == Linearizability {
+		return r.Linearizability != porcupine.Ok
+	}
+	return len(r.Violations[check]) > 0
+}
+
+// Verdict is "PASS", or "FAIL" and the checkers that failed.
+func (r *Report) Verdict() string {
+	if r.OK() {
+		return "PASS"
+	}
+	var failed []string
+	for _, c := range []Checker{Linearizability, Increments, Tokens, Grants, FIFO} {
+		if r.Failed(c) {
+			failed = append(failed, string(c))
+		}
+	}
+	return "FAIL (" + strings.Join(failed, ", ") + ")"
+}
+
+// String lists the verdict and every violation.
+func (r *Report) String() string {
+	var b strings.Builder
+	b.WriteString(r.Verdict())
+	if r.Linearizability != porcupine.Ok {
+		fmt.Fprintf(&b, "\n  %s: %s", Linearizability, r.Linearizability)
+		if r.Visualization != "" {
+			fmt.Fprintf(&b, " (visualization: %s)", r.Visualization)
+		}
+	}
+	for _, c := range []Checker{Linearizability, Increments, Tokens, Grants, FIFO} {
+		for _, m := range r.Violations[c] {
+			fmt.Fprintf(&b, "\n  %s: %s", c, m)
+		}
+	}
+	return b.String()
+}
+
+// violations collects the messages of one checker.
+type violations struct {
+	msgs []string
+	n    int
+}
+
+func (v *violations) add(format string, args ...any) {
+	v.n++
+	if len(v.msgs) < maxMessages {
+		v.msgs = append(v.msgs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (v *violations) list() []string {
+	if v.n > len(v.msgs) {
+		return append(v.msgs, fmt.Sprintf("... and %d more", v.n-len(v.msgs)))
+	}
+	return v.msgs
+}
+
+// Check runs every checker on h.
+func Check(h *History, opts Options) *Report {
+	r := &Report{Violations: map[Checker][]string{}}
+	var err error
+	r.Linearizability, r.Visualization, err = CheckLinearizable(h, opts)
+	if err != nil {
+		r.Violations[Linearizability] = []string{"visualization: " + err.Error()}
+	}
+	if r.Linearizability == porcupine.Unknown {
+		r.Violations[Linearizability] = append(r.Violations[Linearizability],
+			fmt.Sprintf("inconclusive: the search did not finish within %v", opts.Timeout))
+	}
+	var unbounded int
+	for name, msgs := range map[Checker][]string{
+		Increments: CheckIncrements(h),
+		Tokens:     CheckTokens(h),
+		Grants:     checkGrants(h, &unbounded),
+		FIFO:       CheckFIFO(h),
+	} {
+		if len(msgs) > 0 {
+			r.Violations[name] = msgs
+		}
+	}
+	r.Unbounded = unbounded
+	return r
+}
+
+// modelInput is the input of one porcupine operation.
+type modelInput struct {
+	read    bool    // a read that returned value; else an increment from value
+	value   int64   // what was read
+	outcome Outcome // of the increment's write
+	token   etcdlock.Token
+}
+
+// Model is the porcupine model of the counter: its state is the value, a
+// read must return it, an acknowledged increment from v needs the value to
+// be v and makes it v+1, and an increment of unknown outcome from v may
+// have made v into v+1 or done nothing.
+func Model() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{int64(0)} },
+		Step: func(state, input, _ any) []any {
+			s, in := state.(int64), input.(modelInput)
+			switch {
+			case in.read:
+				if s == in.value {
+					return []any{s}
+				}
+				return nil
+			case in.outcome == Acked:
+				if s == in.value {
+					return []any{s + 1}
+				}
+				return nil
+			default: // Unknown
+				if s == in.value {
+					return []any{s, s + 1}
+				}
+				return []any{s}
+			}
+		},
+		Hash: func(state any) uint64 { return uint64(state.(int64)) },
+		DescribeOperation: func(input, _ any) string {
+			in := input.(modelInput)
+			switch {
+			case in.read && in.token == 0:
+				return fmt.Sprintf("final read() -> %d", in.value)
+			case in.read:
+				return fmt.Sprintf("read() -> %d [token %d, write refused or not sent]", in.value, in.token)
+			case in.outcome == Acked:
+				return fmt.Sprintf("incr(%d -> %d) ok [token %d]", in.value, in.value+1, in.token)
+			}
+			return fmt.Sprintf("incr(%d -> %d) ? [token %d]", in.value, in.value+1, in.token)
+		},
+		DescribeState: func(state any) string { return fmt.Sprint(state.(int64)) },
+		DescribeOperationMetadata: func(info any) string {
+			if s, ok := info.(string); ok {
+				return s
+			}
+			return ""
+		},
+	}
+	return nm.ToModel()
+}
+
+// Operations converts h to porcupine operations: an acknowledged increment
+// spans its read's call to its write's return; a write of unknown outcome
+// never returns (math.MaxInt64); an increment whose write was refused or not
+// sent is the read alone; the final read comes last.
+func Operations(h *History) []porcupine.Operation {
+	ops := make([]porcupine.Operation, 0, len(h.Ops)+1)
+	extra := 0
+	for _, o := range h.Ops {
+		in := modelInput{value: o.Value, outcome: o.Outcome, token: o.Token}
+		op := porcupine.Operation{ClientId: o.Client, Input: in, Call: o.ReadCall,
+			Metadata: fmt.Sprintf("client %d, token %d, %s", o.Client, o.Token, o.Outcome)}
+		switch o.Outcome {
+		case Acked:
+			op.Return = o.WriteReturn
+		case Unknown:
+			op.Return = math.MaxInt64
+		default:
+			in.read = true
+			op.Input = in
+			op.Return = o.ReadReturn
+		}
+		ops = append(ops, op)
+		extra = max(extra, o.Client+1)
+	}
+	ops = append(ops, porcupine.Operation{ClientId: extra, Input: modelInput{read: true, value: h.Final},
+		Call: h.FinalAt, Return: h.FinalAt, Metadata: "final read"})
+	// Give every never-returning operation a client of its own, so that
+	// the visualization does not draw a client's later operations inside it.
+	for i := range ops {
+		if ops[i].Return == math.MaxInt64 {
+			extra++
+			ops[i].ClientId = extra
+		}
+	}
+	return ops
+}
+
+// CheckLinearizable checks the increments of h with porcupine. When the
+// result is not Ok and opts.VisualizationPath is set, it writes the
+// visualization there and returns its path.
+func CheckLinearizable(h *History, opts Options) (porcupine.CheckResult, string, error) {
+	model := Model()
+	ops := Operations(h)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, opts.Timeout)
+	if res == porcupine.Ok || opts.VisualizationPath == "" {
+		return res, "", nil
+	}
+	if err := porcupine.VisualizePath(model, info, opts.VisualizationPath); err != nil {
+		return res, "", err
+	}
+	return res, opts.VisualizationPath, nil
+}
+
+// CheckIncrements checks that no acknowledged increment was lost or
+// applied twice (see Increments) and returns what it found.
+func CheckIncrements(h *History) []string {
+	var v violations
+	byBase := map[int64][]Op{}
+	acked, unknown := 0, 0
+	unknownBase := map[int64]bool{}
+	for _, o := range h.Ops {
+		switch o.Outcome {
+		case Acked:
+			acked++
+			byBase[o.Value] = append(byBase[o.Value], o)
+		case Unknown:
+			unknown++
+			unknownBase[o.Value] = true
+		}
+	}
+	bases := make([]int64, 0, len(byBase))
+	for b := range byBase {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	for _, b := range bases {
+		os := byBase[b]
+		if len(os) > 1 {
+			toks := make([]string, len(os))
+			for i, o := range os {
+				toks[i] = fmt.Sprintf("token %d (client %d)", o.Token, o.Client)
+			}
+			v.add("%d acknowledged increments from %d to %d (%s): all but one were lost",
+				len(os), b, b+1, strings.Join(toks, ", "))
+		}
+		if b >= h.Final {
+			v.add("acknowledged increment from %d to %d (token %d) is missing from the final value %d",
+				b, b+1, os[0].Token, h.Final)
+		}
+	}
+	if h.Final < int64(acked) {
+		v.add("final value %d is below the %d acknowledged increments: increments were lost", h.Final, acked)
+	}
+	if h.Final > int64(acked+unknown) {
+		v.add("final value %d is above %d acknowledged + %d unknown increments: something was applied twice",
+			h.Final, acked, unknown)
+	}
+	if h.Final <= int64(acked+unknown) {
+		for b := int64(0); b < h.Final; b++ {
+			if len(byBase[b]) == 0 && !unknownBase[b] {
+				v.add("no increment read %d, yet the final value %d passed it", b, h.Final)
+			}
+		}
+	}
+	for _, a := range h.Admissions {
+		if a.Write && a.Admitted && a.Value != a.Prev+1 {
+			v.add("admission %d: token %d wrote %d over %d (lost update at the resource)", a.Seq, a.Token, a.Value, a.Prev)
+		}
+	}
+	return v.list()
+}
+
+// CheckTokens checks the resource's admissions (see Tokens) and
+// returns what it found.
+func CheckTokens(h *History) []string {
+	var v violations
+	granted := map[etcdlock.Token]Grant{}
+	for _, g := range h.Grants {
+		if old, ok := granted[g.Token]; !ok || g.At < old.At {
+			granted[g.Token] = g
+		}
+	}
+	var q *queueState
+	if h.AdmissionsAtRevisions {
+		q = buildQueue(h)
+	}
+	adm := append([]Admission(nil), h.Admissions...)
+	sort.SliceStable(adm, func(i, j int) bool { return adm[i].Seq < adm[j].Seq })
+	var highest etcdlock.Token
+	seen := map[etcdlock.Token]bool{}
+	for _, a := range adm {
+		if !a.Admitted {
+			continue
+		}
+		what := "read"
+		if a.Write {
+			what = "write"
+		}
+		if a.Token < highest {
+			v.add("stale %s admitted: token %d at %d after token %d had been admitted", what, a.Token, a.Seq, highest)
+		}
+		highest = max(highest, a.Token)
+		g, ok := granted[a.Token]
+		if !ok {
+			v.add("%s admitted at %d with token %d, which no client reported granted", what, a.Seq, a.Token)
+		} else if !seen[a.Token] && a.At != 0 && a.At < g.At-int64(time.Millisecond) {
+			// A client stamps its grant right after Lock returns, so it
+			// may stamp it a little after it used it only if it used it
+			// first: allow for nothing but clock granularity.
+			v.add("token %d admitted at %d, %v before its grant was reported", a.Token, a.Seq, time.Duration(g.At-a.At))
+		}
+		seen[a.Token] = true
+		if q != nil && a.Write {
+			// The guard was evaluated on the state just before the write.
+			k := q.byCreate[int64(a.Token)]
+			if k == nil || !k.lowestAt(a.Seq-1) {
+				v.add("guarded write at revision %d with token %d, whose key was not the lowest live key at revision %d",
+					a.Seq, a.Token, a.Seq-1)
+			}
+		}
+	}
+	return v.list()
+}
+
+// CheckGrants checks every reported grant against etcd's record of the
+// queue (see Grants) and returns what it found.
+//
+// The revision at which the library decided a grant is not exposed, so the
+// check is: the key was the lowest live key at some revision R with
+// creation <= R <= P, where P is the revision returned by the first
+// linearizable probe issued after the client stamped the grant (any
+// revision the grant decision read was committed before that probe).
+func CheckGrants(h *History) []string {
+	var n int
+	return checkGrants(h, &n)
+}
+
+func checkGrants(h *History, unbounded *int) []string {
+	var v violations
+	q := buildQueue(h)
+	probes := append([]Probe(nil), h.Probes...)
+	sort.Slice(probes, func(i, j int) bool { return probes[i].At < probes[j].At })
+	reported := map[etcdlock.Token]bool{}
+	for _, g := range h.Grants {
+		if reported[g.Token] {
+			v.add("token %d reported granted twice", g.Token)
+			continue
+		}
+		reported[g.Token] = true
+		k := q.byCreate[int64(g.Token)]
+		switch {
+		case k == nil:
+			v.add("grant of token %d (client %d): no key was created at revision %d in the queue", g.Token, g.Client, g.Token)
+			continue
+		case g.Key != "" && g.Key != k.key:
+			v.add("grant of token %d: key %q, but the queue's key of that revision is %q", g.Token, g.Key, k.key)
+		case k.front == 0:
+			v.add("grant of token %d (client %d): its key was never the lowest live key (deleted at %d)", g.Token, g.Client, k.del)
+			continue
+		}
+		i := sort.Search(len(probes), func(i int) bool { return probes[i].At >= g.At })
+		if i == len(probes) {
+			*unbounded++
+			continue
+		}
+		if p := probes[i]; k.front > p.Revision {
+			v.add("grant of token %d (client %d) reported while the cluster was at revision <= %d, but its key was the lowest live key only from revision %d",
+				g.Token, g.Client, p.Revision, k.front)
+		}
+	}
+	return v.list()
+}
+
+// CheckFIFO checks the queue's grant order (see FIFO) and returns
+// what it found. A waiter "stayed alive" when its lease created a later key
+// in the queue: its session outlived the acquisition, so nothing but a
+// grant can have ended it (the workers neither time out nor cancel a Lock).
+func CheckFIFO(h *History) []string {
+	var v violations
+	q := buildQueue(h)
+	reported := map[int64]bool{}
+	for _, g := range h.Grants {
+		reported[int64(g.Token)] = true
+	}
+	lastByLease := map[int64]int64{}
+	for _, k := range q.keys {
+		lastByLease[k.lease] = max(lastByLease[k.lease], k.create)
+	}
+	var prev *queueKey
+	for _, k := range q.keys {
+		if k.front == 0 {
+			continue
+		}
+		if reported[k.create] {
+			if prev != nil && k.front <= prev.front {
+				v.add("token %d reached the front at revision %d, not after token %d (at %d)", k.create, k.front, prev.create, prev.front)
+			}
+			prev = k
+			continue
+		}
+		if later := lastByLease[k.lease]; later > k.create {
+			v.add("waiter %s (token %d) reached the front at revision %d while its session lived on (it enqueued again at %d), but was never granted",
+				k.key, k.create, k.front, later)
+		}
+	}
+	return v.list()
+}

@@ -1,0 +1,404 @@
+//go:build linux
+
+package safety
+
+// This file is the worker: the test binary re-executed as a child process
+// (TestMain runs it when envRole is set), so the harness can SIGSTOP and
+// SIGKILL it for real. It talks to the harness over its stdout and stdin, one
+// line per message, every time stamped with monoNow (CLOCK_MONOTONIC is the
+// same clock in every process):
+//
+//	SESSION <lease hex>                    a new session
+//	SESSION_LOST <lease hex> <cause>        the session was found lost
+//	ENQ <t>                                 Lock (Campaign) called
+//	GRANT <token> <key> <t>                 Lock returned (lead called)
+//	LOCKERR <t> <error>                     Lock (Run) failed
+//	READ <token> <call> <return> ok <v>     the read was admitted and returned v
+//	READ <token> <call> <return> stale|err  the read was refused, or failed
+//	ABOUT_TO_WRITE <token> <v>              read done; waits for GO before writing v+1
+//	WROTE <token> <call> <return> ok|stale|unknown|skipped
+//	UNLOCKED <token> ok|<error>
+//
+// The harness answers every ABOUT_TO_WRITE with one "GO" line, possibly after
+// it has stopped the worker (a pause inside the critical section that cannot
+// race with the write). When stdin closes, the worker finishes what it is
+// doing, closes its session and exits 0.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+)
+
+// Environment of a worker process.
+const (
+	envRole      = "ETCDLOCK_SAFETY_WORKER" // roleRegister, roleEtcd or roleElection
+	envEndpoints = "ETCDLOCK_SAFETY_ENDPOINTS"
+	envName      = "ETCDLOCK_SAFETY_NAME"   // the lock (election) name
+	envTTL       = "ETCDLOCK_SAFETY_TTL"    // session TTL
+	envTarget    = "ETCDLOCK_SAFETY_TARGET" // the register's URL, or the counter's key
+	envID        = "ETCDLOCK_SAFETY_ID"     // identity
+)
+
+// Worker roles.
+const (
+	roleRegister = "register" // Mutex + fenced HTTP register
+	roleEtcd     = "etcd"     // Mutex + counter in etcd behind Lock.Guard
+	roleElection = "election" // Election.Run + fenced HTTP register
+)
+
+// opTimeout bounds each read and write of the resource.
+const opTimeout = 5 * time.Second
+
+// resource is what a worker increments.
+type resource interface {
+	// read returns the value and "ok", or "stale" (refused), or "err".
+	read(ctx context.Context, l guarded) (int64, string)
+	// write writes v and returns "ok", "stale" (refused) or "unknown".
+	write(ctx context.Context, l guarded, v int64) string
+}
+
+// guarded is a grant: a Lock or a Leadership.
+type guarded interface {
+	Token() etcdlock.Token
+	Guard() clientv3.Cmp
+}
+
+type worker struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	cli    *clientv3.Client
+	res    resource
+	name   string
+	id     string
+	ttl    time.Duration
+	goCh   chan struct{}
+
+	outMu sync.Mutex
+	out   *bufio.Writer
+
+	sess *etcdlock.Session
+}
+
+func runWorker(role string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	ttl, err := time.ParseDuration(os.Getenv(envTTL))
+	if err != nil {
+		return fail(err)
+	}
+	cli, err := clientv3.New(workerClientConfig(strings.Split(os.Getenv(envEndpoints), ",")))
+	if err != nil {
+		return fail(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &worker{ctx: ctx, cancel: cancel, cli: cli, name: os.Getenv(envName), id: os.Getenv(envID),
+		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout)}
+	target := os.Getenv(envTarget)
+	switch role {
+	case roleRegister, roleElection:
+		w.res = &httpRegister{url: target, c: &http.Client{Timeout: opTimeout}}
+	case roleEtcd:
+		w.res = &etcdCounter{cli: cli, key: target}
+	default:
+		return fail(fmt.Errorf("unknown role %q", role))
+	}
+	go w.readStdin()
+	if role == roleElection {
+		w.runElection()
+	} else {
+		w.runMutex()
+	}
+	if w.sess != nil {
+		_ = w.sess.Close()
+	}
+	return 0
+}
+
+// workerClientConfig is embedtest's client configuration (Cluster.ClientConfig),
+// rebuilt in the child from the endpoints.
+func workerClientConfig(endpoints []string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2,
+					MaxDelay: time.Second},
+				MinConnectTimeout: 5 * time.Second,
+			}),
+		},
+	}
+}
+
+// readStdin turns "GO" lines into goCh sends; end of input ends the worker.
+func (w *worker) readStdin() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() == "GO" {
+			w.goCh <- struct{}{}
+		}
+	}
+	w.cancel()
+}
+
+func (w *worker) say(format string, args ...any) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	fmt.Fprintf(w.out, format+"\n", args...)
+	_ = w.out.Flush()
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// session returns a live session, opening a new one when the last was lost;
+// nil (after a short wait) when it cannot.
+func (w *worker) session() *etcdlock.Session {
+	if w.sess != nil && w.sess.Err() == nil {
+		return w.sess
+	}
+	if w.sess != nil {
+		w.say("SESSION_LOST %x %s", int64(w.sess.Lease()), oneLine(w.sess.Err()))
+		_ = w.sess.Close()
+		w.sess = nil
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	defer cancel()
+	s, err := etcdlock.NewSession(ctx, w.cli, etcdlock.WithTTL(w.ttl), etcdlock.WithIdentity(w.id))
+	if err != nil {
+		if w.ctx.Err() == nil {
+			w.say("SESSIONERR %s", oneLine(err))
+			sleepCtx(w.ctx, 200*time.Millisecond)
+		}
+		return nil
+	}
+	w.sess = s
+	w.say("SESSION %x", int64(s.Lease()))
+	return s
+}
+
+func (w *worker) runMutex() {
+	for w.ctx.Err() == nil {
+		s := w.session()
+		if s == nil {
+			continue
+		}
+		w.say("ENQ %d", monoNow())
+		// No timeout: a Lock that fails with its session alive would be a
+		// finding (the FIFO checker relies on it).
+		l, err := etcdlock.NewMutex(s, w.name).Lock(w.ctx)
+		if err != nil {
+			if w.ctx.Err() == nil {
+				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+			}
+			continue
+		}
+		w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
+		w.incr(l)
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err = l.Unlock(ctx)
+		cancel()
+		status := "ok"
+		if err != nil {
+			status = oneLine(err)
+		}
+		w.say("UNLOCKED %d %s", l.Token(), status)
+	}
+}
+
+func (w *worker) runElection() {
+	for w.ctx.Err() == nil {
+		s := w.session()
+		if s == nil {
+			continue
+		}
+		err := etcdlock.NewElection(s, w.name).Run(w.ctx, w.id, func(lctx context.Context) error {
+			l, ok := etcdlock.LeadershipFromContext(lctx)
+			if !ok {
+				return errors.New("no leadership in lead's context")
+			}
+			w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
+			// A few heartbeats, then step down so that leadership moves on.
+			for i, n := 0, 3+rand.IntN(8); i < n && lctx.Err() == nil && w.ctx.Err() == nil; i++ {
+				w.incr(l)
+				sleepCtx(lctx, 20*time.Millisecond)
+			}
+			return nil
+		})
+		if err != nil && w.ctx.Err() == nil {
+			w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+			sleepCtx(w.ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// incr reads the value with the grant's token and writes value+1 with it,
+// after the harness's GO. It does not look at whether the grant is still
+// current before writing: that is the resource's job (fencing).
+func (w *worker) incr(l guarded) {
+	tok := l.Token()
+	rc := monoNow()
+	v, st := w.res.read(w.ctx, l)
+	rr := monoNow()
+	w.say("READ %d %d %d %s %d", tok, rc, rr, st, v)
+	if st != "ok" {
+		return
+	}
+	w.say("ABOUT_TO_WRITE %d %d", tok, v)
+	select {
+	case <-w.goCh:
+	case <-w.ctx.Done():
+		w.say("WROTE %d 0 0 skipped", tok)
+		return
+	}
+	wc := monoNow()
+	st = w.res.write(context.Background(), l, v+1)
+	w.say("WROTE %d %d %d %s", tok, wc, monoNow(), st)
+}
+
+// httpRegister is the client of a Register.
+type httpRegister struct {
+	url string
+	c   *http.Client
+}
+
+func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token, body string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, r.url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set(etcdlock.TokenHeader, tok.String())
+	resp, err := r.c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func (r *httpRegister) read(ctx context.Context, l guarded) (int64, string) {
+	code, body, err := r.do(ctx, http.MethodGet, l.Token(), "")
+	switch {
+	case err != nil:
+		return 0, "err"
+	case code == http.StatusConflict:
+		return 0, "stale"
+	case code != http.StatusOK:
+		return 0, "err"
+	}
+	v, err := strconv.ParseInt(body, 10, 64)
+	if err != nil {
+		return 0, "err"
+	}
+	return v, "ok"
+}
+
+func (r *httpRegister) write(ctx context.Context, l guarded, v int64) string {
+	code, _, err := r.do(ctx, http.MethodPut, l.Token(), strconv.FormatInt(v, 10))
+	switch {
+	case err != nil:
+		return "unknown"
+	case code == http.StatusNoContent:
+		return "ok"
+	case code == http.StatusConflict:
+		return "stale"
+	}
+	return "unknown"
+}
+
+// etcdCounter is a counter kept in etcd at key, as "<value> <token>"; every
+// read and write is a Txn guarded by the grant.
+type etcdCounter struct {
+	cli *clientv3.Client
+	key string
+}
+
+// parseCounter parses a counter value "<value> <token>" ("" is 0).
+func parseCounter(b []byte) (v int64, tok etcdlock.Token, err error) {
+	if len(b) == 0 {
+		return 0, 0, nil
+	}
+	vs, ts, ok := strings.Cut(string(b), " ")
+	if !ok {
+		return 0, 0, fmt.Errorf("counter value %q", b)
+	}
+	if v, err = strconv.ParseInt(vs, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	tok, err = etcdlock.ParseToken(ts)
+	return v, tok, err
+}
+
+func (c *etcdCounter) read(ctx context.Context, l guarded) (int64, string) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	resp, err := c.cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpGet(c.key)).Commit()
+	switch {
+	case err != nil:
+		return 0, "err"
+	case !resp.Succeeded:
+		return 0, "stale"
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return 0, "ok"
+	}
+	v, _, err := parseCounter(kvs[0].Value)
+	if err != nil {
+		return 0, "err"
+	}
+	return v, "ok"
+}
+
+func (c *etcdCounter) write(ctx context.Context, l guarded, v int64) string {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	resp, err := c.cli.Txn(ctx).If(l.Guard()).
+		Then(clientv3.OpPut(c.key, fmt.Sprintf("%d %d", v, l.Token()))).Commit()
+	switch {
+	case err != nil:
+		return "unknown"
+	case !resp.Succeeded:
+		return "stale"
+	}
+	return "ok"
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
