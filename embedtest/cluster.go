@@ -60,6 +60,7 @@ type Cluster struct {
 	ownDir  bool // dir is a temporary directory we made: remove it on Close
 	token   string
 	members []*Member
+	sec     securityFiles // WithTLS, WithAuth, WithJWT (security.go)
 
 	// opMu serialises Kill, Restart, Isolate, Heal and Close.
 	opMu sync.Mutex
@@ -141,6 +142,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 
+	if err := c.prepareSecurity(); err != nil {
+		return err
+	}
+
 	for i := range c.cfg.members {
 		name := "m" + strconv.Itoa(i)
 		dir := filepath.Join(c.dir, name)
@@ -179,6 +184,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if _, err := c.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("embedtest: start: %w", err)
 	}
+	if c.cfg.auth {
+		return c.enableAuth(ctx)
+	}
 	return nil
 }
 
@@ -187,8 +195,8 @@ func (c *Cluster) start(ctx context.Context) error {
 func (c *Cluster) Dir() string { return c.dir }
 
 // Endpoints returns the client URLs of all members, in the order of
-// Members, as "http://127.0.0.1:port". They stay valid across Kill and
-// Restart until Close.
+// Members, as "http://127.0.0.1:port" ("https://..." under WithTLS). They
+// stay valid across Kill and Restart until Close.
 func (c *Cluster) Endpoints() []string {
 	eps := make([]string, len(c.members))
 	for i, m := range c.members {
@@ -200,9 +208,10 @@ func (c *Cluster) Endpoints() []string {
 // ClientConfig returns the configuration of the clients Client makes: all
 // Endpoints, a logger that discards everything, a 5 s dial timeout, 2 s
 // keepalive time and timeout (a dead connection is noticed within about
-// 4 s) and a reconnect backoff capped at 1 s. Use it to build a client with
-// changed settings.
-func (c *Cluster) ClientConfig() clientv3.Config { return clientConfig(c.Endpoints()) }
+// 4 s) and a reconnect backoff capped at 1 s; under WithTLS, TLS set to
+// ClientTLS(); under WithAuth, Username and Password of root. Use it to
+// build a client with changed settings.
+func (c *Cluster) ClientConfig() clientv3.Config { return c.ownClientConfig(c.Endpoints()) }
 
 func clientConfig(endpoints []string) clientv3.Config {
 	return clientv3.Config{
@@ -225,8 +234,8 @@ func clientConfig(endpoints []string) clientv3.Config {
 	}
 }
 
-// Client returns a new client to all members (see ClientConfig). The caller
-// closes it.
+// Client returns a new client to all members (see ClientConfig): over TLS
+// under WithTLS, logged in as root under WithAuth. The caller closes it.
 func (c *Cluster) Client() (*clientv3.Client, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
@@ -271,6 +280,8 @@ func (c *Cluster) forgetLink(l *Link) {
 
 // FlakyClient returns a new client (configured as by ClientConfig) whose
 // every connection to the cluster goes through a new Link, and that Link.
+// The link's proxies forward TCP, so TLS (WithTLS) passes through them end
+// to end.
 // The caller closes the client; closing it also closes the link, and so does
 // Cluster.Close.
 func (c *Cluster) FlakyClient() (*clientv3.Client, *Link, error) {
@@ -278,7 +289,7 @@ func (c *Cluster) FlakyClient() (*clientv3.Client, *Link, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cli, err := clientv3.New(clientConfig(l.Endpoints()))
+	cli, err := clientv3.New(c.ownClientConfig(l.Endpoints()))
 	if err != nil {
 		_ = l.Close()
 		return nil, nil, fmt.Errorf("embedtest: flaky client: %w", err)

@@ -80,6 +80,29 @@
 // process-wide background goroutines of their own; the package's tests show
 // which ones to ignore with goleak.
 //
+// # TLS and authentication
+//
+// WithTLS makes members serve clients over TLS only, with mutual
+// authentication and certificates generated fresh at start (TLSFiles,
+// ClientTLS); WithAuth enables etcd authentication with a root user;
+// WithAuthTokenTTL and WithJWT choose the auth tokens. The Cluster's own
+// clients (Client, FlakyClient, Member.Client) then use TLS and log in as
+// root; ClientAs logs in as anyone else:
+//
+//	c := embedtest.Start(t, embedtest.WithTLS(), embedtest.WithAuth("rootpw"))
+//	root, err := c.Client() // TLS, as root
+//	...
+//	_, err = root.RoleAdd(ctx, "team-a")
+//	_, err = root.RoleGrantPermission(ctx, "team-a", "team-a/", clientv3.GetPrefixRangeEnd("team-a/"),
+//		clientv3.PermissionType(clientv3.PermReadWrite))
+//	_, err = root.UserAdd(ctx, "alice", "alicepw")
+//	_, err = root.UserGrantRole(ctx, "alice", "team-a")
+//	alice, err := c.ClientAs("alice", "alicepw") // TLS, as alice
+//
+// For a command-line tool under test, TLSFiles gives the PEM files of
+// --cacert, --cert and --key. Peer traffic stays plain text; users' passwords
+// are hashed with bcrypt's minimum cost, so that logins stay fast.
+//
 // # Faults
 //
 //   - Member.Kill crashes a member: its connections are closed, its server is

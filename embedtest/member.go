@@ -71,12 +71,13 @@ func newMember(c *Cluster, name, dir string) (*Member, error) {
 // Name returns the member's name ("m0", "m1", ...), its etcd member name.
 func (m *Member) Name() string { return m.name }
 
-// Endpoint returns the member's client URL, "http://127.0.0.1:port". It stays
-// the same across Kill and Restart.
-func (m *Member) Endpoint() string { return m.clientProxy.url() }
+// Endpoint returns the member's client URL, "http://127.0.0.1:port"
+// ("https://..." under WithTLS). It stays the same across Kill and Restart.
+func (m *Member) Endpoint() string { return m.c.scheme() + "://" + m.clientProxy.addr() }
 
 // PeerURL returns the member's advertised peer URL,
-// "http://127.0.0.1:port". It stays the same across Kill and Restart.
+// "http://127.0.0.1:port" (also under WithTLS: peer traffic stays plain).
+// It stays the same across Kill and Restart.
 func (m *Member) PeerURL() string { return m.peerProxy.url() }
 
 // ID returns the member's etcd member ID (the same after Restart).
@@ -118,14 +119,16 @@ func (m *Member) state() (e *embed.Etcd, id uint64, isolated bool) {
 }
 
 // Client returns a new client that talks to this member only, through its
-// client proxy (it works again after a Restart). The caller closes it. It
-// does not wait for a connection: a client to a killed member is fine.
-// After Cluster.Close it returns ErrClosed.
+// client proxy (it works again after a Restart), configured as by
+// Cluster.ClientConfig. The caller closes it. It does not wait for a
+// connection: a client to a killed member is fine. The exception is
+// WithAuth: clientv3.New then logs in as root, so the member must answer
+// within the 5 s dial timeout. After Cluster.Close it returns ErrClosed.
 func (m *Member) Client() (*clientv3.Client, error) {
 	if m.c.isClosed() {
 		return nil, ErrClosed
 	}
-	cli, err := clientv3.New(clientConfig([]string{m.Endpoint()}))
+	cli, err := clientv3.New(m.c.ownClientConfig([]string{m.Endpoint()}))
 	if err != nil {
 		return nil, fmt.Errorf("embedtest: client of %s: %w", m.name, err)
 	}
@@ -289,10 +292,22 @@ func (m *Member) config(state string) *embed.Config {
 	cfg.GRPCAdditionalServerOptions = m.gopts
 
 	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls = []url.URL{local}
+	cfg.ListenClientUrls = []url.URL{{Scheme: c.scheme(), Host: local.Host}}
 	cfg.ListenPeerUrls = []url.URL{local}
-	cfg.AdvertiseClientUrls = []url.URL{{Scheme: "http", Host: m.clientProxy.addr()}}
+	cfg.AdvertiseClientUrls = []url.URL{{Scheme: c.scheme(), Host: m.clientProxy.addr()}}
 	cfg.AdvertisePeerUrls = []url.URL{{Scheme: "http", Host: m.peerProxy.addr()}}
+
+	// Security (security.go).
+	cfg.BcryptCost = bcryptMinCost
+	if c.cfg.tls {
+		cfg.ClientTLSInfo = c.sec.serverTLS
+	}
+	if c.sec.authToken != "" {
+		cfg.AuthToken = c.sec.authToken
+	}
+	if c.sec.authTokenTTL > 0 {
+		cfg.AuthTokenTTL = c.sec.authTokenTTL
+	}
 
 	initial := make([]string, len(c.members))
 	for i, o := range c.members {

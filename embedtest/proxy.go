@@ -273,13 +273,15 @@ type Link struct {
 }
 
 // Endpoints returns the link's endpoints, one per member in the order of
-// Cluster.Members, as "http://127.0.0.1:port". A client built on them (with
+// Cluster.Members, as "http://127.0.0.1:port" ("https://..." under WithTLS:
+// the link forwards TCP and the TLS session is between the client and the
+// member). A client built on them (with
 // AutoSyncInterval 0, or it would learn the members' direct endpoints)
 // reaches the cluster only through the link.
 func (l *Link) Endpoints() []string {
 	eps := make([]string, len(l.proxies))
 	for i, p := range l.proxies {
-		eps[i] = p.url()
+		eps[i] = l.c.scheme() + "://" + p.addr()
 	}
 	return eps
 }

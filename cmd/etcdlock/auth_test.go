@@ -18,8 +18,9 @@ import (
 // or wrong credentials and names outside the user's role fail at once with
 // one line and exit 1 (the library would retry a denied write forever).
 func TestAuth(t *testing.T) {
-	c := embedtest.Start(t, embedtest.WithMembers(1)) // its own: auth would disturb the other tests
-	cli, err := c.Client()
+	// A cluster of its own: auth would disturb the other tests.
+	c := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithAuth("rootpw"))
+	cli, err := c.Client() // root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +28,6 @@ func TestAuth(t *testing.T) {
 	ctx := ctxFor(t, long)
 	prefix := etcdlock.NamespacePrefix("team-a/")
 	for _, step := range []func() error{
-		func() error { _, err := cli.UserAdd(ctx, "root", "rootpw"); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
 		func() error { _, err := cli.UserAdd(ctx, "alice", "alicepw"); return err },
 		func() error { _, err := cli.RoleAdd(ctx, "team-a"); return err },
 		func() error {
@@ -36,7 +35,6 @@ func TestAuth(t *testing.T) {
 			return err
 		},
 		func() error { _, err := cli.UserGrantRole(ctx, "alice", "team-a"); return err },
-		func() error { _, err := cli.AuthEnable(ctx); return err },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)

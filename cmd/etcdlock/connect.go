@@ -148,12 +148,21 @@ func (a *app) connect(ctx context.Context) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, exitf(exitUsage, "TLS: %v", err)
 	}
+	// Before the client: with a user, clientv3.New logs in and would turn
+	// a TLS failure into a timeout.
+	if err := preflight(ctx, eps, cfg.TLS, c.dialTimeout); err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return nil, cause
+		}
+		return nil, c.connectError(eps, err)
+	}
 	if c.user != "" {
 		cfg.Username, cfg.Password, err = c.credentials(a.stdin, a.stderr)
 		if err != nil {
 			return nil, exitf(exitUsage, "%v", err)
 		}
 	}
+	scrubPasswordEnv()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, c.connectError(eps, err)
@@ -186,10 +195,34 @@ func (c *connFlags) connectError(eps []string, err error) error {
 	return exitf(exitUsage, "etcd at %s: %s", at, msg)
 }
 
-// dialCheck opens (and closes) a TCP connection to ep, so that a refused
-// connection or an unknown host fails at once rather than after the dial
-// timeout. Endpoints that are not TCP pass.
-func dialCheck(ctx context.Context, ep string) error {
+// http2Preface is what an HTTP/2 (gRPC) client sends first: the connection
+// preface and an empty SETTINGS frame. An etcd member answers it with its
+// own SETTINGS frame at once.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+// usesTLS tells whether the etcd client speaks TLS to ep: always for
+// https:// and unixs://, never for http:// and unix://, and for an endpoint
+// without a scheme when TLS is configured.
+func usesTLS(ep string, tlsCfg *tls.Config) bool {
+	switch {
+	case strings.HasPrefix(ep, "https://"), strings.HasPrefix(ep, "unixs://"):
+		return true
+	case strings.Contains(ep, "://"):
+		return false
+	}
+	return tlsCfg != nil
+}
+
+// dialCheck connects to ep as the client would and checks that the server
+// answers, so that what the etcd client would only report as a timeout
+// fails at once with its cause: a refused connection, an unknown host, a
+// TLS handshake the client rejects (a server certificate the CA did not
+// sign) or the server rejects (no or a wrong client certificate), or a
+// server that speaks TLS to a plain-text client. It sends the HTTP/2
+// preface and waits for the server's first frame, within ctx: a server that
+// does not answer gives context.DeadlineExceeded, as Status would. Endpoints
+// that are not TCP pass.
+func dialCheck(ctx context.Context, ep string, tlsCfg *tls.Config) error {
 	host := ep
 	if strings.Contains(ep, "://") {
 		u, err := url.Parse(ep)
@@ -201,11 +234,12 @@ func dialCheck(ctx context.Context, ep string) error {
 		}
 		host = u.Host
 	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
+	hostname, _, err := net.SplitHostPort(host)
+	if err != nil {
 		return nil // let the client explain
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
+	raw, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
 		var oe *net.OpError
 		if errors.As(err, &oe) && oe.Err != nil {
@@ -213,29 +247,86 @@ func dialCheck(ctx context.Context, ep string) error {
 		}
 		return err
 	}
-	return conn.Close()
+	conn := raw
+	defer func() { _ = conn.Close() }()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	secure := usesTLS(ep, tlsCfg)
+	if secure {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsCfg != nil {
+			cfg = tlsCfg.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = hostname
+		}
+		cfg.NextProtos = []string{"h2"}
+		tc := tls.Client(raw, cfg)
+		conn = tc
+		if err := tc.HandshakeContext(ctx); err != nil {
+			if isTimeout(err) {
+				return context.DeadlineExceeded
+			}
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+	}
+	var frame [9]byte
+	_, err = io.WriteString(conn, http2Preface)
+	if err == nil {
+		_, err = io.ReadFull(conn, frame[:])
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isTimeout(err):
+		return context.DeadlineExceeded // what Status would get too
+	case secure:
+		// With TLS 1.3 the server checks the client's certificate after
+		// the client's side of the handshake is done: its refusal comes
+		// as an alert on the first read.
+		return fmt.Errorf("TLS: %w", err)
+	}
+	return fmt.Errorf("the server closed the connection without answering in plain text (if it serves TLS, give an https:// endpoint and --cacert): %w", err)
+}
+
+// isTimeout reports a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// preflight runs dialCheck on every endpoint at once and returns nil as
+// soon as one passes, else the first endpoint's error once all failed.
+func preflight(ctx context.Context, eps []string, tlsCfg *tls.Config, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return firstSuccess(eps, func(ep string) error { return dialCheck(ctx, ep, tlsCfg) })
 }
 
 // probe asks every endpoint for its status at once and returns nil as soon
 // as one answers, else the first endpoint's error once all failed or the
-// timeout passed. Status needs no permission, so it also works for users
-// whose role covers only their own lock names.
+// timeout passed. Status needs no permission (only a user, under auth), so
+// it also works for users whose role covers only their own lock names.
 func probe(ctx context.Context, cli *clientv3.Client, eps []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	return firstSuccess(eps, func(ep string) error {
+		_, err := cli.Status(ctx, ep)
+		return err
+	})
+}
+
+// firstSuccess runs check on every endpoint at once and returns nil as soon
+// as one passes, else the first endpoint's error once all failed.
+func firstSuccess(eps []string, check func(ep string) error) error {
 	type result struct {
 		i   int
 		err error
 	}
 	results := make(chan result, len(eps))
 	for i, ep := range eps {
-		go func() {
-			err := dialCheck(ctx, ep)
-			if err == nil {
-				_, err = cli.Status(ctx, ep)
-			}
-			results <- result{i, err}
-		}()
+		go func() { results <- result{i, check(ep)} }()
 	}
 	errs := make([]error, len(eps))
 	for range eps {
@@ -262,9 +353,16 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// tlsConfig returns the client TLS configuration, nil for plain text.
+// tlsConfig returns the client TLS configuration, nil for plain text. TLS
+// flags with an http:// or unix:// endpoint are an error: the etcd client
+// would talk to it in plain text (credentials included), ignoring them.
 func (c *connFlags) tlsConfig(eps []string) (*tls.Config, error) {
 	if c.cacert != "" || c.cert != "" || c.insecureSkipVerify {
+		for _, ep := range eps {
+			if scheme, rest, ok := strings.Cut(ep, "://"); ok && (scheme == "http" || scheme == "unix") {
+				return nil, fmt.Errorf("endpoint %s is plain text, yet --cacert, --cert or --insecure-skip-tls-verify ask for TLS: write it %ss://%s", ep, scheme, rest)
+			}
+		}
 		info := transport.TLSInfo{
 			CertFile:           c.cert,
 			KeyFile:            c.key,
@@ -299,6 +397,20 @@ func (c *connFlags) credentials(stdin *os.File, stderr io.Writer) (user, passwor
 		return readPassword(stdin, stderr)
 	})
 	return c.user, password, err
+}
+
+// scrubPasswordEnv removes the password from the process's environment once
+// it is read, so that the command run or elect starts does not inherit it:
+// $ETCDCTL_PASSWORD goes, and $ETCDCTL_USER keeps only the user name.
+// (/proc/PID/environ of etcdlock itself still shows the environment it was
+// started with, to its own user and root.)
+func scrubPasswordEnv() {
+	_ = os.Unsetenv("ETCDCTL_PASSWORD")
+	if u, ok := os.LookupEnv("ETCDCTL_USER"); ok {
+		if name, _, found := strings.Cut(u, ":"); found {
+			_ = os.Setenv("ETCDCTL_USER", name)
+		}
+	}
 }
 
 // findPassword picks the password source: the file, else the environment
