@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -20,6 +21,11 @@ var shared *embedtest.Cluster
 func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		// A fuzzing worker runs only the fuzz targets, which need no cluster.
+		os.Exit(m.Run())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	c, err := embedtest.New(ctx)

@@ -362,7 +362,7 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 	if cfg.role == roleEtcd {
 		resource = "counter in etcd behind Lock.Guard"
 	}
-	t.Logf("safety %s (%s, %v of faults, seed %d): %s | %d ops, %d grants and %d queue events checked in %v (%d grants without a later probe): verdict %s",
+	summarize(t, "safety %s (%s, %v of faults, seed %d): %s | %d ops, %d grants and %d queue events checked in %v (%d grants without a later probe): verdict %s",
 		cfg.name, resource, faultTime.Round(100*time.Millisecond), cfg.seed, res.n,
 		len(h.Ops), len(h.Grants), len(h.Queue), time.Since(checkStart).Round(10*time.Millisecond), rep.Unbounded, rep.Verdict())
 	if !rep.OK() {

@@ -97,7 +97,7 @@ func TestSafety(t *testing.T) {
 		})
 	}
 	if ran == 3 {
-		t.Logf("safety totals: %s", total)
+		summarize(t, "safety totals: %s", total)
 		if total.acked < minTotalAcked || total.pauseExpiries < minTotalExpiries {
 			t.Errorf("totals below the minimums: %d acknowledged increments (want >= %d), %d lease expiries from pauses (want >= %d)",
 				total.acked, minTotalAcked, total.pauseExpiries, minTotalExpiries)
@@ -143,7 +143,7 @@ func TestSelfTest(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("expected failure, caught: %d clean targeted pauses; %s", clean, r.Verdict())
+			summarize(t, "safety %s: expected failure, caught: %d clean targeted pauses; %s", mode, clean, r.Verdict())
 		})
 	}
 }
