@@ -547,6 +547,12 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		case permanent(err):
 			return nil, err
 		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && try < futureRevRetries:
+			// The member that answered is a moment behind the one whose
+			// watch reported rev: it catches up within a millisecond or so.
+			if !sleepCtx(ctx, time.Duration(try+1)*time.Millisecond) {
+				return nil, ctxErr(ctx, ctx.Err())
+			}
+			continue
 		case rev > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)):
 			rev = 0
 			continue
