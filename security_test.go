@@ -585,6 +585,12 @@ func TestSecurityRevokedRole(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("alice's session outlived the revocation of her role")
 	}
+	// A context's Done closes before its children are canceled: await the lock's own.
+	select {
+	case <-l.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("alice's lock context outlived her session")
+	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, ErrSessionExpired) {
 		t.Errorf("alice's lock cause: %v, want ErrSessionExpired", cause)
 	}
