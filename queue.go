@@ -256,9 +256,14 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 				known = true
 			} else {
 				kvs := resp.Responses[0].GetResponseRange().Kvs
-				if len(kvs) == 0 { // cannot happen: the Else branch runs only when the key exists
+				if !sk.uncertain || len(kvs) == 0 {
+					// Not an earlier attempt of ours: a key of this name
+					// that outlived its acquisition. Leave it to the reaper
+					// and use another name.
 					q.drop(sk)
-					return nil, nil, false, fmt.Errorf("etcdlock: enqueue: key %s vanished", key)
+					sk = q.newKey()
+					key = sk.key
+					continue
 				}
 				w = q.newWaiter(sk, kvs[0].CreateRevision)
 			}
@@ -568,8 +573,9 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 
 // lost finds out why the waiter's key is gone, ends its context with that
 // cause and returns it: ErrSessionExpired when the lease is gone, else
-// ErrLockLost.
+// ErrLockLost. The key's name is free for reuse then.
 func (w *waiter) lost() error {
+	defer w.free()
 	if w.ctx.Err() == nil {
 		cause := ErrLockLost
 		ctx, cancel := context.WithTimeout(w.q.s.ctx, lossLookup)
@@ -696,6 +702,11 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	}
 	if !resp.Succeeded {
 		if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
+			if !sk.uncertain {
+				// A key of this name that outlived its acquisition, not ours.
+				q.drop(sk)
+				return nil, q.errorf(ErrLocked)
+			}
 			// An earlier attempt of ours was applied.
 			resp.Succeeded = true
 			resp.Header.Revision = mine[0].CreateRevision

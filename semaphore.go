@@ -141,7 +141,8 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err er
 		sk := q.newKey()
 		key := sk.key
 		tresp, err := q.s.cli.Txn(opCtx).
-			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix()).
+			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix(),
+				clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, encodeValue(q.s.identity, ""), clientv3.WithLease(q.s.lease))).
 			Commit()
 		if err != nil {
@@ -156,8 +157,10 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err er
 			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
 		}
 		if !tresp.Succeeded {
-			q.gone(sk)
-			continue // someone joined or changed since the read
+			// Someone joined or changed since the read (or, never in
+			// practice, a key of this name outlived its acquisition).
+			q.drop(sk)
+			continue
 		}
 		w := q.newWaiter(sk, tresp.Header.Revision)
 		if err := ctx.Err(); err != nil {

@@ -585,6 +585,7 @@ type reapItem struct {
 	rev       int64     // create revision when known, else 0
 	done      func()    // called once the key is gone (or the session is over); may be nil
 	twice     bool      // delete it once more, lateApply later, before done
+	unsure    bool      // an attempt of this unguarded delete had an unknown outcome
 	notBefore time.Time // when a second pass is due
 }
 
@@ -676,8 +677,11 @@ func (s *Session) reapLoop() {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			s.mu.Lock()
 			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
-			if it.twice {
-				// The write that made it may still be applied later.
+			if it.rev == 0 && (it.twice || it.unsure) {
+				// The write that made it, or an unguarded delete of ours that
+				// timed out, may still be applied later (and would hit a later
+				// key of the same name): delete once more, lateApply later,
+				// before done frees the name.
 				s.reapQ = append(s.reapQ, reapItem{key: it.key, done: it.done, notBefore: time.Now().Add(lateApply)})
 				it.done = nil
 			}
@@ -693,14 +697,17 @@ func (s *Session) reapLoop() {
 		}
 		if permanent(err) {
 			// Never succeeds: the key goes with the lease (Close revokes it).
+			// done is not called: its name must not be reused meanwhile.
 			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
 			s.mu.Lock()
 			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
 			s.mu.Unlock()
-			if it.done != nil {
-				it.done()
-			}
 			continue
+		}
+		if it.rev == 0 {
+			s.mu.Lock()
+			s.reapQ[idx].unsure = true
+			s.mu.Unlock()
 		}
 		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
 		if !sleepCtx(s.ctx, jitter(backoff)) {

@@ -58,9 +58,10 @@ func (a *app) brk(name string) error {
 	}
 	broke := 0
 	for _, h := range st.Holders {
-		// Keys are never reused, so deleting this key can only end this grant.
+		// A session reuses its key names: delete only this grant's generation
+		// of the key (its create revision is the token Describe reported).
 		resp, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(h.Key), ">", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(h.Key), "=", int64(h.Token))).
 			Then(clientv3.OpDelete(h.Key)).
 			Commit()
 		if err != nil {
