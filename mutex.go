@@ -48,11 +48,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := q.acquire(ctx, "", exclusive{})
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+	return asLock(q.acquire(ctx, "", exclusive{}))
 }
 
 // TryLock takes the lock only if nobody holds it or waits for it, in one
@@ -63,11 +59,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := q.tryEnqueue(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+	return asLock(q.tryEnqueue(ctx, ""))
 }
 
 // Lock is one grant of a Mutex (or of a Semaphore or an RWMutex). Its methods

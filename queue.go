@@ -214,6 +214,14 @@ func (q queue) acquire(ctx context.Context, value string, pol policy) (w *waiter
 	return w, nil
 }
 
+// asLock wraps the waiter of a successful acquisition in a Lock.
+func asLock(w *waiter, err error) (*Lock, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{w: w}, nil
+}
+
 func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
 	w := &waiter{q: q, sk: sk, key: sk.key, rev: rev}
 	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)

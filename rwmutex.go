@@ -46,11 +46,7 @@ func (m *RWMutex) acquire(ctx context.Context, tag string, pol policy) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	w, err := q.acquire(ctx, "", pol)
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+	return asLock(q.acquire(ctx, "", pol))
 }
 
 // TryRLock takes a shared grant only if no writer holds or waits, in one
@@ -63,14 +59,10 @@ func (m *RWMutex) TryRLock(ctx context.Context) (*Lock, error) {
 	}
 	// Only readers may be queued: nothing before "r/" and nothing after it.
 	readers := q.dir + tagReader + "/"
-	w, err := q.tryEnqueueIf(ctx, "",
+	return asLock(q.tryEnqueueIf(ctx, "",
 		clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithRange(readers),
 		clientv3.Compare(clientv3.CreateRevision(clientv3.GetPrefixRangeEnd(readers)), "=", 0).
-			WithRange(clientv3.GetPrefixRangeEnd(q.dir)))
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+			WithRange(clientv3.GetPrefixRangeEnd(q.dir))))
 }
 
 // TryLock takes an exclusive grant only if nobody holds or waits, in one
@@ -81,11 +73,7 @@ func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := q.tryEnqueue(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+	return asLock(q.tryEnqueue(ctx, ""))
 }
 
 // readerPolicy grants a reader when no writer is ahead of it, and watches the

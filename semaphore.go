@@ -61,11 +61,7 @@ func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := q.acquire(ctx, "", counting{n: int64(m.n)})
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
+	return asLock(q.acquire(ctx, "", counting{n: int64(m.n)}))
 }
 
 // TryAcquire takes a grant only if fewer than n keys (holders or waiters)

@@ -433,20 +433,13 @@ func (s *Session) failed(err error) error {
 // credentials are wrong (InvalidArgument), or the auth token could not be
 // renewed (Unauthenticated; clientv3 already retried with a fresh one).
 func permanent(err error) bool {
-	switch status.Code(errors.Unwrap(err)) {
+	code := status.Code(err) // finds a gRPC status anywhere in the chain
+	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
+		code = ee.Code() // clientv3's form of the same status
+	}
+	switch code {
 	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
 		return true
-	}
-	switch status.Code(err) {
-	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
-		return true
-	}
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		switch ee.Code() {
-		case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
-			return true
-		}
 	}
 	return false
 }
