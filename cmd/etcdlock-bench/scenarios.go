@@ -181,6 +181,25 @@ func scale(ctx context.Context, c *embedtest.Cluster, o options) []Result {
 
 const scaleClients = 8
 
+// scaleClientsOf opens the few client connections a fleet's process shares.
+func scaleClientsOf(c *embedtest.Cluster) ([]*clientv3.Client, func(), error) {
+	clis := make([]*clientv3.Client, 0, scaleClients)
+	closeAll := func() {
+		for _, cli := range clis {
+			cli.Close()
+		}
+	}
+	for range scaleClients {
+		cli, err := c.Client()
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		clis = append(clis, cli)
+	}
+	return clis, closeAll, nil
+}
+
 func keepalives(c *embedtest.Cluster) int64 {
 	var n int64
 	for _, m := range c.Members() {
@@ -197,16 +216,12 @@ func memMB() (heap, sys float64) {
 
 func scaleOurs(ctx context.Context, c *embedtest.Cluster, o options) Result {
 	r := Result{Scenario: "scale", Contestant: "etcdlock"}
-	clis := make([]*clientv3.Client, scaleClients)
-	for i := range clis {
-		cli, err := c.Client()
-		if err != nil {
-			r.Note = err.Error()
-			return r
-		}
-		defer cli.Close()
-		clis[i] = cli
+	clis, closeAll, err := scaleClientsOf(c)
+	if err != nil {
+		r.Note = err.Error()
+		return r
 	}
+	defer closeAll()
 	start := time.Now()
 	sessions := make([]*etcdlock.Session, o.sessions)
 	var failed atomic.Int64
@@ -259,16 +274,12 @@ func scaleOurs(ctx context.Context, c *embedtest.Cluster, o options) Result {
 
 func scaleEtcd(ctx context.Context, c *embedtest.Cluster, o options) Result {
 	r := Result{Scenario: "scale", Contestant: "etcd"}
-	clis := make([]*clientv3.Client, scaleClients)
-	for i := range clis {
-		cli, err := c.Client()
-		if err != nil {
-			r.Note = err.Error()
-			return r
-		}
-		defer cli.Close()
-		clis[i] = cli
+	clis, closeAll, err := scaleClientsOf(c)
+	if err != nil {
+		r.Note = err.Error()
+		return r
 	}
+	defer closeAll()
 	start := time.Now()
 	sessions := make([]*concurrency.Session, o.sessions)
 	var failed atomic.Int64
