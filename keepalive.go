@@ -2,12 +2,15 @@ package etcdlock
 
 // This file holds the keeper: one keepalive stream per client, shared by all
 // of the client's sessions and pinned to the etcd leader's endpoint
-// (DESIGN.md, "Scale: keepalives go to the leader").
+// (DESIGN.md, "Scale: keepalives go to the leader"). While the stream runs on
+// the leader's connection, the keeper also lends that connection to the
+// queue's writes and hand-off reads (leaderKV).
 
 import (
 	"container/heap"
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +61,10 @@ type keeper struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
+
+	// leader is the KV of the connection the current stream runs on while
+	// that connection reaches the leader; nil otherwise (see leaderKV).
+	leader atomic.Pointer[leaderConn]
 
 	mu       sync.Mutex
 	sessions map[clientv3.LeaseID]*Session
@@ -193,9 +200,10 @@ func (k *keeper) run() {
 	for k.ctx.Err() == nil {
 		conn, ep, owned := k.connect()
 		start := time.Now()
-		err := k.serve(conn, ep)
+		lc := &leaderConn{conn: conn}
+		err := k.serve(lc, ep)
 		if owned {
-			_ = conn.Close()
+			lc.retire() // closes conn once no request lent it is in flight
 		}
 		if k.ctx.Err() != nil {
 			break
@@ -278,11 +286,86 @@ func (k *keeper) leaderEndpoint() string {
 	return byMember[best]
 }
 
+// leaderConn is a connection the keeper dialed, and (kv != nil) lends to
+// requests while it reaches the leader. It is closed once it is retired and
+// no request that borrowed it is in flight, so a stream that ends (the leader
+// moved, the last session left) never cuts a request short.
+type leaderConn struct {
+	conn *grpc.ClientConn
+	kv   clientv3.KV
+
+	mu      sync.Mutex
+	users   int
+	retired bool
+}
+
+// borrow returns the connection's KV and a func to call when the request is
+// done; ok is false once the connection is retired.
+func (c *leaderConn) borrow() (kv clientv3.KV, done func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return nil, nil, false
+	}
+	c.users++
+	return c.kv, c.giveBack, true
+}
+
+func (c *leaderConn) giveBack() {
+	c.mu.Lock()
+	c.users--
+	last := c.retired && c.users == 0
+	c.mu.Unlock()
+	if last {
+		_ = c.conn.Close()
+	}
+}
+
+// retire closes the connection now if nobody borrowed it, else when the
+// last borrower is done.
+func (c *leaderConn) retire() {
+	c.mu.Lock()
+	c.retired = true
+	idle := c.users == 0
+	c.mu.Unlock()
+	if idle {
+		_ = c.conn.Close()
+	}
+}
+
+var plainKVType = reflect.TypeOf(clientv3.NewKVFromKVClient(nil, nil))
+
+// plainKV reports whether cli.KV is the client's own KV, not a wrapper such
+// as a namespace (which requests on another connection would bypass).
+func plainKV(cli *clientv3.Client) bool {
+	return cli.KV != nil && reflect.TypeOf(cli.KV) == plainKVType
+}
+
+// leaderKV returns a KV whose requests go straight to the etcd leader, and
+// the func to call when the request is done, or nil when the keeper knows no
+// leader connection right now. A write sent to
+// a follower is forwarded to the leader and answered only after the follower
+// applies it too; sent to the leader it saves that hop (a free lock's grant
+// and a release cost one round trip to the leader), and a read at a revision
+// the leader reported never finds the leader behind it. A request in flight
+// when the connection is closed (the leader moved) fails like any request of
+// unknown outcome, and its caller retries on the balanced connection or on
+// the new leader's.
+func (k *keeper) leaderKV() (kv clientv3.KV, done func()) {
+	if c := k.leader.Load(); c != nil {
+		if kv, done, ok := c.borrow(); ok {
+			return kv, done
+		}
+	}
+	return nil, nil
+}
+
 // serve runs one keepalive stream on conn until it fails, stalls, its
 // endpoint stops being the leader, or the keeper stops. Watchdogs that never
 // block on the network cancel the stream's context when it stalls, which
 // also unblocks an opening stream or a Send stuck on flow control.
-func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
+func (k *keeper) serve(lc *leaderConn, ep string) error {
+	conn := lc.conn
 	sctx, scancel := context.WithCancelCause(clientv3.WithRequireLeader(k.ctx))
 	var opened atomic.Bool
 	var wg sync.WaitGroup
@@ -305,6 +388,11 @@ func (k *keeper) serve(conn *grpc.ClientConn, ep string) error {
 		return streamErr(sctx, err)
 	}
 	opened.Store(true)
+	if ep != "" && plainKV(k.cli) {
+		lc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
+		k.leader.Store(lc)
+		defer k.leader.Store(nil) // then run retires lc
+	}
 	for _, s := range k.snapshot() {
 		s.resetInflight()
 		k.push(s, time.Now())

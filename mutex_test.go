@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -670,4 +671,58 @@ func TestSessionReusesKeyNames(t *testing.T) {
 		t.Fatalf("key %s reused although a write of it had an unknown outcome", l4.Key())
 	}
 	_ = l4.Unlock(ctx)
+}
+
+// TestWaiterReadsOnlyWhatChanged: a waiter whose predecessor watch starts at
+// the revision of its own enqueue (no write came between) knows the queue at
+// that revision already and reads nothing before the hand-off; the hand-off
+// itself costs one read. A cluster of its own keeps other tests' writes out.
+func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
+	c := embedtest.Start(t, embedtest.WithMembers(1))
+	cli := newClient(t, c)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, NewMutex(openSession(t, cli), name))
+	var reads atomic.Int64
+	created := make(chan struct{}, 1)
+	hook := func(p hookPoint, err error) error {
+		switch p {
+		case hookHandoffRead:
+			reads.Add(1)
+		case hookWatchCreated:
+			select {
+			case created <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	waiter := NewMutex(openSession(t, cli), name)
+	granted := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		granted <- err
+	}()
+	select {
+	case <-created:
+	case <-ctx.Done():
+		t.Fatal("the waiter's watch was never created")
+	}
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("the waiter read the queue %d times before the hand-off; want 0 (nothing changed since its enqueue)", n)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("the hand-off cost %d reads; want 1", n)
+	}
 }

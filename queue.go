@@ -21,8 +21,14 @@ import (
 	"go.uber.org/zap"
 )
 
+// futureRevPause is the pause before each retry of a read at a revision the
+// member that answered has not applied yet: it is a fraction of a millisecond
+// behind the member whose watch reported the revision, and the next request
+// usually goes to another member, so the first retry is immediate.
+var futureRevPause = [...]time.Duration{0, 200 * time.Microsecond, time.Millisecond}
+
 const (
-	futureRevRetries = 3
+	futureRevRetries = len(futureRevPause)
 	lossLookup       = 3 * time.Second
 	// attemptTimeout bounds one attempt of a request that the library
 	// retries. A request caught in flight by an etcd leader crash otherwise
@@ -100,6 +106,7 @@ const (
 	hookEnqueued                       // the enqueue Txn returned; err is its error
 	hookWaiting                        // a predecessor watch is open
 	hookHandoffRead                    // before a read of the queue at a revision
+	hookWatchCreated                   // a predecessor watch's created notification was handled
 )
 
 // testHook, when set, is called at each hookPoint with the error at that
@@ -145,6 +152,9 @@ type waiter struct {
 	rev  int64
 	ctx  context.Context // child of the session's context
 	lose context.CancelCauseFunc
+	// seen is the revision at which the keys ahead were last learned (by
+	// the enqueue Txn or a read); only the acquiring goroutine uses it.
+	seen int64
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once
@@ -243,7 +253,9 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 	txn := func() (*clientv3.TxnResponse, error) {
 		actx, cancel := attempt(ctx)
 		defer cancel()
-		return q.s.cli.Txn(actx).
+		kv, done := q.s.kv()
+		defer done()
+		return kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpGet(q.dir, getOpts...),
 				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
@@ -262,6 +274,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 				w = q.newWaiter(sk, resp.Header.Revision)
 				ahead = resp.Responses[0].GetResponseRange().Kvs
 				known = true
+				w.seen = w.rev
 			} else {
 				kvs := resp.Responses[0].GetResponseRange().Kvs
 				if !sk.uncertain || len(kvs) == 0 {
@@ -381,10 +394,12 @@ func (w *waiter) touch(ctx context.Context) error {
 	backoff := 20 * time.Millisecond
 	for {
 		actx, cancel := attempt(ctx)
-		resp, err := w.q.s.cli.Txn(actx).
+		kv, done := w.q.s.kv()
+		resp, err := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
 			Commit()
+		done()
 		cancel()
 		switch {
 		case err == nil && resp.Succeeded:
@@ -478,15 +493,17 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 				// check the queue at the watch's start revision. A start below
 				// my revision means the watch's member is behind my write; it
 				// will deliver every later event, so there is nothing to check
-				// yet.
+				// yet. A start at the revision the plan was made at has
+				// nothing to check either (no write came between).
 				c := resp.Header.Revision
 				next = c + 1
-				if c >= w.rev {
+				if c >= w.rev && c != w.seen {
 					ahead, changed, err := w.check(ctx, c, pol, plan)
 					if err != nil || changed {
 						return ahead, 0, err
 					}
 				}
+				_ = runHook(hookWatchCreated, nil)
 				continue
 			}
 			for _, ev := range resp.Events {
@@ -541,12 +558,18 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		err := runHook(hookHandoffRead, nil)
 		if err == nil {
 			actx, cancel := attempt(ctx)
-			resp, err = w.q.s.cli.Get(actx, w.q.dir, opts...)
+			kv, done := w.q.s.kv()
+			resp, err = kv.Get(actx, w.q.dir, opts...)
+			done()
 			cancel()
 		}
 		if err == nil {
 			if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != w.key {
 				return nil, w.lost()
+			}
+			w.seen = rev
+			if rev == 0 {
+				w.seen = resp.Header.Revision
 			}
 			return resp.Kvs[1:], nil
 		}
@@ -562,7 +585,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		case rev > 0 && errors.Is(err, rpctypes.ErrFutureRev) && try < futureRevRetries:
 			// The member that answered is a moment behind the one whose
 			// watch reported rev: it catches up within a millisecond or so.
-			if !sleepCtx(ctx, time.Duration(try+1)*time.Millisecond) {
+			if !sleepCtx(ctx, futureRevPause[try]) {
 				return nil, ctxErr(ctx, ctx.Err())
 			}
 			continue
@@ -682,11 +705,13 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	backoff := 20 * time.Millisecond
 	for {
 		actx, cancel := attempt(opCtx)
-		resp, err = q.s.cli.Txn(actx).
+		kv, giveBack := q.s.kv()
+		resp, err = kv.Txn(actx).
 			If(cmps...).
 			Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
 			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
 			Commit()
+		giveBack()
 		cancel()
 		if err == nil {
 			break

@@ -93,7 +93,10 @@ func WithLogger(l *zap.Logger) SessionOption {
 // leader's endpoint over one stream per client, shared by all of that
 // client's sessions. Only the leader renews leases; a follower forwards every
 // keepalive to it as a separate peer request, which loses leases under load
-// (DESIGN.md). With false, keepalives use the client's balanced connection.
+// (DESIGN.md). While pinned, the queue's writes (enqueue, release) and its
+// hand-off reads use that connection too, saving a follower's forwarding hop,
+// unless cli.KV is wrapped (a namespace), which they must go through. With
+// false, keepalives and every request use the client's balanced connection.
 func WithLeaderPinning(on bool) SessionOption {
 	return func(o *sessionOptions) { o.pinning = on }
 }
@@ -224,6 +227,18 @@ func (s *Session) observer() Observer { return s.opts.observer }
 func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
 
 func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
+
+// kv returns the KV the queue's own writes and hand-off reads use, and the
+// func to call when the request is done: the leader's connection while the
+// keeper has one, else the client's balanced one.
+func (s *Session) kv() (clientv3.KV, func()) {
+	if kv, done := s.keeper.leaderKV(); kv != nil {
+		return kv, done
+	}
+	return s.cli, nop
+}
+
+func nop() {}
 
 // Client returns the client the session was made with.
 func (s *Session) Client() *clientv3.Client { return s.cli }

@@ -49,6 +49,9 @@ type options struct {
 	ttl       time.Duration
 	jsonPath  string
 	cpuprof   string
+	warmup    time.Duration
+	only      string // contestants to run (comma list); empty: all
+	workers   string // worker counts for uncontended and hot (comma list); empty: the defaults
 }
 
 func main() {
@@ -56,7 +59,8 @@ func main() {
 	flag.IntVar(&o.members, "members", 3, "etcd members (3 or 5)")
 	flag.BoolVar(&o.fsync, "fsync", false, "fsync the members' WAL")
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
-	flag.IntVar(&o.rounds, "rounds", 2, "rounds per cell; the contestants' order alternates between rounds")
+	flag.IntVar(&o.rounds, "rounds", 4, "rounds per cell; the contestants' order alternates between rounds")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "untimed run of every contestant before each cell's rounds (connections, caches, the members' database growth)")
 	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones")
 	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
 	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
@@ -64,7 +68,13 @@ func main() {
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL for the dead-client and scale scenarios")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results to this JSON file")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded servers) to this file")
+	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock); default all, e.g. to profile one alone")
+	flag.StringVar(&o.workers, "workers", "", "comma list of worker counts for uncontended and hot, instead of 1,16,64,256 and 2,16,64")
 	flag.Parse()
+	if err := o.pick(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdlock-bench:", err)
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock-bench:", err)
 		os.Exit(1)
@@ -115,11 +125,11 @@ func run(o options) error {
 		var rs []Result
 		switch strings.TrimSpace(sc) {
 		case "uncontended":
-			for _, n := range []int{1, 16, 64, 256} {
+			for _, n := range o.counts([]int{1, 16, 64, 256}) {
 				rs = append(rs, cell(ctx, c, o, "uncontended", n, false)...)
 			}
 		case "hot":
-			for _, n := range []int{2, 16, 64} {
+			for _, n := range o.counts([]int{2, 16, 64}) {
 				rs = append(rs, cell(ctx, c, o, "hot", n, true)...)
 			}
 		case "latency":
@@ -148,6 +158,53 @@ func run(o options) error {
 		}
 	}
 	return nil
+}
+
+// pick narrows contestants to -contestants and checks -workers.
+func (o options) pick() error {
+	if _, err := o.parseCounts(); err != nil {
+		return err
+	}
+	if o.only == "" {
+		return nil
+	}
+	var keep []contestant
+	for _, name := range strings.Split(o.only, ",") {
+		found := false
+		for _, c := range contestants {
+			if c.name == strings.TrimSpace(name) {
+				keep, found = append(keep, c), true
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown contestant %q (want limit, etcd or etcdlock)", name)
+		}
+	}
+	contestants = keep
+	return nil
+}
+
+func (o options) parseCounts() ([]int, error) {
+	if o.workers == "" {
+		return nil, nil
+	}
+	var ns []int
+	for _, f := range strings.Split(o.workers, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 1 {
+			return nil, fmt.Errorf("bad -workers entry %q: want a positive count", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// counts returns the -workers counts, or def.
+func (o options) counts(def []int) []int {
+	if ns, _ := o.parseCounts(); ns != nil {
+		return ns
+	}
+	return def
 }
 
 // worker does one grant and release; acquire's latency is recorded.
@@ -268,6 +325,13 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 		lat    []time.Duration
 	}
 	accs := make([]acc, len(contestants))
+	if o.warmup > 0 {
+		for _, ct := range contestants {
+			if _, _, _, err := runWorkers(ctx, c, ct, n, hot, o.warmup, fmt.Sprintf("%s-%d-warmup", scenario, n)); err != nil {
+				fmt.Fprintf(os.Stderr, "%s %s n=%d warm-up: %v\n", scenario, ct.name, n, err)
+			}
+		}
+	}
 	per := o.duration / time.Duration(o.rounds)
 	for r := 0; r < o.rounds; r++ {
 		for k := range contestants {

@@ -1,0 +1,140 @@
+package etcdlock
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
+	"google.golang.org/grpc/connectivity"
+)
+
+// ackObserver signals the first keepalive acknowledgement: by then the
+// keeper's stream runs on its connection (the leader's, when pinned).
+type ackObserver struct {
+	NopObserver
+	once  sync.Once
+	acked chan struct{}
+}
+
+func (o *ackObserver) KeepaliveAcked(time.Duration, time.Duration) {
+	o.once.Do(func() { close(o.acked) })
+}
+
+// TestQueueWritesGoToLeader: with leader pinning (the default) a grant's
+// enqueue Txn and its release go straight to the etcd leader, saving a
+// follower's forwarding hop; with pinning off, or on a client whose KV is
+// wrapped (a namespace, which requests on another connection would bypass),
+// they use the client's balanced connection, and a namespace is respected.
+func TestQueueWritesGoToLeader(t *testing.T) {
+	c := embedtest.Start(t)
+	for _, tc := range []struct {
+		name      string
+		pinning   bool
+		namespace string
+		toLeader  bool
+	}{
+		{"pinned", true, "", true},
+		{"pinning off", false, "", false},
+		{"namespaced client", true, "team-ns/", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := newClient(t, c)
+			if tc.namespace != "" {
+				cli.KV = namespace.NewKV(cli.KV, tc.namespace)
+				cli.Watcher = namespace.NewWatcher(cli.Watcher, tc.namespace)
+			}
+			obs := &ackObserver{acked: make(chan struct{})}
+			s := openSession(t, cli, WithLeaderPinning(tc.pinning), WithObserver(obs))
+			ctx := testCtx(t, 30*time.Second)
+			select {
+			case <-obs.acked:
+			case <-ctx.Done():
+				t.Fatal("no keepalive acknowledged")
+			}
+			leader, err := c.WaitLeader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := func() (onLeader, elsewhere int64) {
+				for _, m := range c.Members() {
+					n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
+					if m == leader {
+						onLeader += n
+					} else {
+						elsewhere += n
+					}
+				}
+				return onLeader, elsewhere
+			}
+			l0, e0 := count()
+			const cycles = 12
+			name := uniqueName(t)
+			for i := 0; i < cycles; i++ {
+				l, err := NewMutex(s, name).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 && tc.namespace != "" {
+					// The key must live under the client's namespace.
+					raw := newClient(t, c)
+					resp, err := raw.Get(ctx, tc.namespace+namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if resp.Count != 1 || !strings.HasPrefix(l.Key(), namePrefix(name)) {
+						t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
+					}
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l1, e1 := count()
+			onLeader, elsewhere := l1-l0, e1-e0
+			if onLeader+elsewhere < 2*cycles {
+				t.Fatalf("counted %d writes for %d grants; want at least %d", onLeader+elsewhere, cycles, 2*cycles)
+			}
+			if tc.toLeader && elsewhere != 0 {
+				t.Fatalf("%d of %d writes went to followers; want all on the leader", elsewhere, onLeader+elsewhere)
+			}
+			if !tc.toLeader && elsewhere == 0 {
+				t.Fatalf("all %d writes went to the leader; want the balanced connection", onLeader)
+			}
+		})
+	}
+}
+
+// TestLeaderConnOutlivesBorrowers: a retired leader connection stays open
+// for a request that borrowed it before, and closes when that request is
+// done; after retirement nobody can borrow it.
+func TestLeaderConnOutlivesBorrowers(t *testing.T) {
+	cli := newClient(t, nil)
+	conn, err := cli.Dial(cli.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &leaderConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
+	kv, done, ok := lc.borrow()
+	if !ok {
+		t.Fatal("cannot borrow a fresh connection")
+	}
+	lc.retire()
+	if _, _, ok := lc.borrow(); ok {
+		t.Fatal("borrowed a retired connection")
+	}
+	if _, err := kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
+		t.Fatalf("a request that borrowed before the retirement failed: %v", err)
+	}
+	if st := conn.GetState(); st == connectivity.Shutdown {
+		t.Fatal("closed while borrowed")
+	}
+	done()
+	if st := conn.GetState(); st != connectivity.Shutdown {
+		t.Fatalf("state %v after the last borrower, want Shutdown", st)
+	}
+}
