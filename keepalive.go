@@ -291,24 +291,25 @@ func (k *keeper) leaderEndpoint() string {
 // no request that borrowed it is in flight, so a stream that ends (the leader
 // moved, the last session left) never cuts a request short.
 type leaderConn struct {
-	conn *grpc.ClientConn
-	kv   clientv3.KV
+	conn    *grpc.ClientConn
+	kv      clientv3.KV
+	watcher clientv3.Watcher
 
 	mu      sync.Mutex
 	users   int
 	retired bool
 }
 
-// borrow returns the connection's KV and a func to call when the request is
+// borrow returns the connection and a func to call when the request is
 // done; ok is false once the connection is retired.
-func (c *leaderConn) borrow() (kv clientv3.KV, done func(), ok bool) {
+func (c *leaderConn) borrow() (lc *leaderConn, done func(), ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired {
 		return nil, nil, false
 	}
 	c.users++
-	return c.kv, c.giveBack, true
+	return c, c.giveBack, true
 }
 
 func (c *leaderConn) giveBack() {
@@ -317,44 +318,61 @@ func (c *leaderConn) giveBack() {
 	last := c.retired && c.users == 0
 	c.mu.Unlock()
 	if last {
-		_ = c.conn.Close()
+		c.close()
 	}
 }
 
-// retire closes the connection now if nobody borrowed it, else when the
-// last borrower is done.
+// retire closes the connection's watcher at once and the connection now if
+// nobody borrowed it, else when the last borrower is done. Watches are not
+// borrowed: one on a connection to a dead member would never end (a
+// single-endpoint connection redials that member forever), so retiring ends
+// them and their waiters re-open them, from the last revision seen + 1, on
+// the keeper's next connection or the client's balanced one. A borrowed
+// request is bounded by its attempt timeout.
 func (c *leaderConn) retire() {
 	c.mu.Lock()
 	c.retired = true
 	idle := c.users == 0
 	c.mu.Unlock()
+	if c.watcher != nil {
+		_ = c.watcher.Close()
+	}
 	if idle {
-		_ = c.conn.Close()
+		c.close()
 	}
 }
 
-var plainKVType = reflect.TypeOf(clientv3.NewKVFromKVClient(nil, nil))
+func (c *leaderConn) close() { _ = c.conn.Close() }
 
-// plainKV reports whether cli.KV is the client's own KV, not a wrapper such
-// as a namespace (which requests on another connection would bypass).
-func plainKV(cli *clientv3.Client) bool {
-	return cli.KV != nil && reflect.TypeOf(cli.KV) == plainKVType
+var (
+	plainKVType      = reflect.TypeOf(clientv3.NewKVFromKVClient(nil, nil))
+	plainWatcherType = reflect.TypeOf(clientv3.NewWatchFromWatchClient(nil, nil))
+)
+
+// plainClient reports whether cli.KV and cli.Watcher are the client's own,
+// not wrappers such as a namespace (which requests on another connection
+// would bypass).
+func plainClient(cli *clientv3.Client) bool {
+	return cli.KV != nil && reflect.TypeOf(cli.KV) == plainKVType &&
+		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
 }
 
-// leaderKV returns a KV whose requests go straight to the etcd leader, and
-// the func to call when the request is done, or nil when the keeper knows no
-// leader connection right now. A write sent to
-// a follower is forwarded to the leader and answered only after the follower
-// applies it too; sent to the leader it saves that hop (a free lock's grant
-// and a release cost one round trip to the leader), and a read at a revision
-// the leader reported never finds the leader behind it. A request in flight
-// when the connection is closed (the leader moved) fails like any request of
-// unknown outcome, and its caller retries on the balanced connection or on
-// the new leader's.
-func (k *keeper) leaderKV() (kv clientv3.KV, done func()) {
+// leaderConn lends the connection to the etcd leader, with the func to call
+// when the request or watch is done, or returns nil when the keeper knows no
+// leader connection right now. A write sent to a follower is forwarded to the
+// leader and answered only after the follower applies it too; sent to the
+// leader it saves that hop (a free lock's grant and a release cost one round
+// trip to the leader). The leader applies a write before the followers learn
+// it is committed, so a predecessor watch on the leader wakes its waiter
+// first, and the hand-off read there does not find the member behind the
+// revision. A connection stays open while lent (see leaderConn.retire); when
+// its member fails, requests fail like any request of unknown outcome and are
+// retried on the balanced connection or the new leader's; watches end when
+// the keeper retires the connection (see retire).
+func (k *keeper) leaderConn() (lc *leaderConn, done func()) {
 	if c := k.leader.Load(); c != nil {
-		if kv, done, ok := c.borrow(); ok {
-			return kv, done
+		if lc, done, ok := c.borrow(); ok {
+			return lc, done
 		}
 	}
 	return nil, nil
@@ -388,8 +406,9 @@ func (k *keeper) serve(lc *leaderConn, ep string) error {
 		return streamErr(sctx, err)
 	}
 	opened.Store(true)
-	if ep != "" && plainKV(k.cli) {
+	if ep != "" && plainClient(k.cli) {
 		lc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
+		lc.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), k.cli)
 		k.leader.Store(lc)
 		defer k.leader.Store(nil) // then run retires lc
 	}

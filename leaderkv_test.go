@@ -119,7 +119,7 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := &leaderConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
-	kv, done, ok := lc.borrow()
+	got, done, ok := lc.borrow()
 	if !ok {
 		t.Fatal("cannot borrow a fresh connection")
 	}
@@ -127,7 +127,7 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 	if _, _, ok := lc.borrow(); ok {
 		t.Fatal("borrowed a retired connection")
 	}
-	if _, err := kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
+	if _, err := got.kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
 		t.Fatalf("a request that borrowed before the retirement failed: %v", err)
 	}
 	if st := conn.GetState(); st == connectivity.Shutdown {
@@ -136,5 +136,76 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 	done()
 	if st := conn.GetState(); st != connectivity.Shutdown {
 		t.Fatalf("state %v after the last borrower, want Shutdown", st)
+	}
+}
+
+// TestWaiterWatchesOnLeader: with leader pinning a waiter's predecessor watch
+// runs on the leader's connection, which applies each release first.
+func TestWaiterWatchesOnLeader(t *testing.T) {
+	old := waiterMonitorDelay
+	waiterMonitorDelay = time.Minute // only the predecessor watch
+	t.Cleanup(func() { waiterMonitorDelay = old })
+	c := embedtest.Start(t)
+	cli := newClient(t, c)
+	obs := &ackObserver{acked: make(chan struct{})}
+	s := openSession(t, cli, WithObserver(obs))
+	ctx := testCtx(t, 30*time.Second)
+	select {
+	case <-obs.acked:
+	case <-ctx.Done():
+		t.Fatal("no keepalive acknowledged")
+	}
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches := func() map[*embedtest.Member]int64 {
+		n := map[*embedtest.Member]int64{}
+		for _, m := range c.Members() {
+			n[m] = m.Calls("/etcdserverpb.Watch/Watch")
+		}
+		return n
+	}
+	name := uniqueName(t)
+	holder := mustLock(t, NewMutex(s, name))
+	before := watches()
+	created := make(chan struct{}, 1)
+	hook := func(p hookPoint, err error) error {
+		if p == hookWatchCreated {
+			select {
+			case created <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	waiter := NewMutex(s, name)
+	granted := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		granted <- err
+	}()
+	select {
+	case <-created:
+	case <-ctx.Done():
+		t.Fatal("the waiter's watch was never created")
+	}
+	after := watches()
+	for _, m := range c.Members() {
+		d := after[m] - before[m]
+		if m == leader && d != 1 || m != leader && d != 0 {
+			t.Errorf("member %s (leader %v) opened %d watch streams; want 1 on the leader, 0 elsewhere", m.Name(), m == leader, d)
+		}
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -726,3 +726,59 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("the hand-off cost %d reads; want 1", n)
 	}
 }
+
+// TestShortWaitOpensOneWatch: a waiter granted before waiterMonitorDelay
+// never opens the watch on its own key (only its predecessor watch); a
+// waiter that waits longer does (TestLostWhileWaiting).
+func TestShortWaitOpensOneWatch(t *testing.T) {
+	old := waiterMonitorDelay
+	waiterMonitorDelay = time.Minute
+	t.Cleanup(func() { waiterMonitorDelay = old })
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, NewMutex(openSession(t, cli), name))
+	var monitors atomic.Int64
+	created := make(chan struct{}, 1)
+	hook := func(p hookPoint, err error) error {
+		switch p {
+		case hookMonitor:
+			monitors.Add(1)
+		case hookWatchCreated:
+			select {
+			case created <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	waiter := NewMutex(openSession(t, cli), name)
+	granted := make(chan *Lock, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	select {
+	case <-created:
+	case <-ctx.Done():
+		t.Fatal("the waiter's watch was never created")
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-granted
+	if l == nil {
+		return
+	}
+	if n := monitors.Load(); n != 0 {
+		t.Fatalf("a short wait started %d own-key monitors; want 0", n)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,10 @@ const (
 	attemptTimeout = 2 * time.Second
 )
 
+// waiterMonitorDelay is how long a waiter waits before it starts watching
+// its own key (see wait). Tests change it.
+var waiterMonitorDelay = 250 * time.Millisecond
+
 // attempt returns ctx bounded by attemptTimeout.
 func attempt(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, attemptTimeout)
@@ -107,6 +111,7 @@ const (
 	hookWaiting                        // a predecessor watch is open
 	hookHandoffRead                    // before a read of the queue at a revision
 	hookWatchCreated                   // a predecessor watch's created notification was handled
+	hookMonitor                        // the own-key monitor starts
 )
 
 // testHook, when set, is called at each hookPoint with the error at that
@@ -379,8 +384,14 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 			kind, _ := kindOfTag(w.q.tag)
 			w.q.s.observer().Waiting(kind, w.q.name, 1)
 			defer w.q.s.observer().Waiting(kind, w.q.name, -1)
+			// A waiter learns that its own key is gone (a break, a revoke)
+			// from its monitor, a second watch. Most waits in a busy queue
+			// end sooner, and the hand-off read guards every grant, so the
+			// monitor starts only for a wait that lasts; it watches from the
+			// key's create revision + 1, so starting late misses nothing.
+			monitor := time.AfterFunc(waiterMonitorDelay, w.startMonitor)
+			defer monitor.Stop()
 		}
-		w.startMonitor() // a waiter notices at once when its own key is gone
 		var err error
 		if ahead, err = w.await(ctx, pol, plan); err != nil {
 			return err
@@ -440,7 +451,7 @@ func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvcc
 		} else {
 			opts = append(opts, clientv3.WithRev(from))
 		}
-		ahead, next, err := w.consume(ctx, w.q.s.cli.Watch(wctx, key, opts...), pol, plan, from)
+		ahead, next, err := w.consume(ctx, w.q.s.watcher().Watch(wctx, key, opts...), pol, plan, from)
 		cancel()
 		if ahead != nil || err != nil {
 			return ahead, err
@@ -627,7 +638,10 @@ func (w *waiter) lost() error {
 // from its create revision + 1 (no gap) and ends the waiter's context when the
 // key is deleted. It is owned by the session, which waits for it on Close.
 func (w *waiter) startMonitor() {
-	w.monitorOnce.Do(func() { w.q.s.goRun(w.monitor) })
+	w.monitorOnce.Do(func() {
+		_ = runHook(hookMonitor, nil)
+		w.q.s.goRun(w.monitor)
+	})
 }
 
 func (w *waiter) monitor() {

@@ -93,10 +93,11 @@ func WithLogger(l *zap.Logger) SessionOption {
 // leader's endpoint over one stream per client, shared by all of that
 // client's sessions. Only the leader renews leases; a follower forwards every
 // keepalive to it as a separate peer request, which loses leases under load
-// (DESIGN.md). While pinned, the queue's writes (enqueue, release) and its
-// hand-off reads use that connection too, saving a follower's forwarding hop,
-// unless cli.KV is wrapped (a namespace), which they must go through. With
-// false, keepalives and every request use the client's balanced connection.
+// (DESIGN.md). While pinned, the queue's writes (enqueue, release), its
+// waiters' predecessor watches and hand-off reads use that connection too,
+// saving a follower's forwarding hop, unless cli.KV or cli.Watcher is wrapped
+// (a namespace), which they must go through. With false, keepalives and every
+// request use the client's balanced connection.
 func WithLeaderPinning(on bool) SessionOption {
 	return func(o *sessionOptions) { o.pinning = on }
 }
@@ -232,10 +233,21 @@ func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 // func to call when the request is done: the leader's connection while the
 // keeper has one, else the client's balanced one.
 func (s *Session) kv() (clientv3.KV, func()) {
-	if kv, done := s.keeper.leaderKV(); kv != nil {
-		return kv, done
+	if lc, done := s.keeper.leaderConn(); lc != nil {
+		return lc.kv, done
 	}
 	return s.cli, nop
+}
+
+// watcher returns the Watcher for a waiter's predecessor watches: the
+// leader connection's while the keeper has one (its watches end when the
+// keeper moves on), else the client's.
+func (s *Session) watcher() clientv3.Watcher {
+	if lc, done := s.keeper.leaderConn(); lc != nil {
+		done() // watches are not borrowed (leaderConn.retire)
+		return lc.watcher
+	}
+	return s.cli
 }
 
 func nop() {}

@@ -13,6 +13,10 @@
 //	          one-commit-per-grant floor
 //	etcd      go.etcd.io/etcd/client/v3/concurrency.Mutex
 //	etcdlock  etcdlock.Mutex
+//
+// The latency scenario adds limit@leader: limit's Put sent straight to the
+// etcd leader (etcdlock sends its writes there; the balanced limit's Put
+// reaches a follower two times in three, which forwards it).
 package main
 
 import (
@@ -33,6 +37,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -234,7 +239,7 @@ var contestants = []contestant{
 			}
 		}()
 		return func(lock string, id int) worker {
-				return &limitWorker{cli: cli, lease: lease.ID, key: fmt.Sprintf("bench-limit/%s/%d", lock, id)}
+				return &limitWorker{kv: cli, lease: lease.ID, key: fmt.Sprintf("bench-limit/%s/%d", lock, id)}
 			}, func() {
 				_, _ = cli.Revoke(context.Background(), lease.ID)
 			}, nil
@@ -280,23 +285,54 @@ var contestants = []contestant{
 	}},
 }
 
+// leaderLimit is limit with its Put and Delete sent straight to the etcd
+// leader's endpoint instead of the client's balanced connection.
+var leaderLimit = contestant{"limit@leader", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+	var ep string
+	for _, e := range cli.Endpoints() {
+		st, err := cli.Status(ctx, e)
+		if err == nil && st.Leader == st.Header.MemberId {
+			ep = e
+		}
+	}
+	if ep == "" {
+		return nil, nil, errors.New("no leader found")
+	}
+	conn, err := cli.Dial(ep)
+	if err != nil {
+		return nil, nil, err
+	}
+	lease, err := cli.Grant(ctx, 10)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	kv := clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)
+	return func(lock string, id int) worker {
+			return &limitWorker{kv: kv, lease: lease.ID, key: fmt.Sprintf("bench-limit/%s/%d", lock, id)}
+		}, func() {
+			_, _ = cli.Revoke(context.Background(), lease.ID)
+			conn.Close()
+		}, nil
+}}
+
 type errWorker struct{ err error }
 
 func (w errWorker) acquire(context.Context) error { return w.err }
 func (w errWorker) release(context.Context) error { return w.err }
 
 type limitWorker struct {
-	cli   *clientv3.Client
+	kv    clientv3.KV
 	lease clientv3.LeaseID
 	key   string
 }
 
 func (w *limitWorker) acquire(ctx context.Context) error {
-	_, err := w.cli.Put(ctx, w.key, "x", clientv3.WithLease(w.lease))
+	_, err := w.kv.Put(ctx, w.key, "x", clientv3.WithLease(w.lease))
 	return err
 }
 func (w *limitWorker) release(ctx context.Context) error {
-	_, err := w.cli.Delete(ctx, w.key)
+	_, err := w.kv.Delete(ctx, w.key)
 	return err
 }
 
@@ -426,6 +462,15 @@ func pct(ds []time.Duration, p int) float64 {
 // latency measures the grant latency of a free lock (one worker, its own
 // lock), for every contestant: for limit that is one Put.
 func latency(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	saved := contestants
+	defer func() { contestants = saved }()
+	for _, ct := range saved {
+		if ct.name == "limit" {
+			// etcdlock sends its writes to the leader; so does this row, to
+			// show what the balanced limit's forwarding hop costs.
+			contestants = append(append([]contestant(nil), saved...), leaderLimit)
+		}
+	}
 	rs := cell(ctx, c, o, "latency", 1, false)
 	for i := range rs {
 		rs[i].Note = "p50/p99 of the grant alone"

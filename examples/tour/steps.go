@@ -553,10 +553,13 @@ func (t *tour) election(ctx context.Context) error {
 			r.done <- etcdlock.NewElection(w.s, leaderName).Run(rctx, w.name, func(lctx context.Context) error {
 				l, _ := etcdlock.LeadershipFromContext(lctx)
 				t.say(w.name, l.Token(), "leads: Run called lead")
-				terms <- term{w.name, l.Token(), time.Now()}
+				at := time.Now()
 				// The leader's writes carry its token. A rejection is a
 				// broken promise only while this term is still current.
 				admitted, err := t.tryWrite(lctx, w.name, "reports/summary", l.Token(), w.name+" was here")
+				// The term is reported after its first write, so that the
+				// crashed leader's late write (below) comes after it.
+				terms <- term{w.name, l.Token(), at}
 				switch {
 				case err != nil && lctx.Err() == nil:
 					return err
