@@ -260,12 +260,16 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		defer cancel()
 		kv, done := q.s.kv()
 		defer done()
-		return kv.Txn(actx).
+		t := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpGet(q.dir, getOpts...),
-				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
-			Else(clientv3.OpGet(key)).
-			Commit()
+				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease)))
+		if sk.uncertain {
+			// An earlier attempt may have written the key: report it. (Only
+			// then: every member decodes and applies each byte of the Txn.)
+			t = t.Else(clientv3.OpGet(key))
+		}
+		return t.Commit()
 	}
 	backoff := 20 * time.Millisecond
 	for {
@@ -281,8 +285,11 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 				known = true
 				w.seen = w.rev
 			} else {
-				kvs := resp.Responses[0].GetResponseRange().Kvs
-				if !sk.uncertain || len(kvs) == 0 {
+				var kvs []*mvccpb.KeyValue
+				if sk.uncertain {
+					kvs = resp.Responses[0].GetResponseRange().Kvs
+				}
+				if len(kvs) == 0 {
 					// Not an earlier attempt of ours: a key of this name
 					// that outlived its acquisition. Leave it to the reaper
 					// and use another name.

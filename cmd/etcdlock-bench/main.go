@@ -407,16 +407,21 @@ func runWorkers(ctx context.Context, c *embedtest.Cluster, ct contestant, n int,
 	var mu sync.Mutex
 	var lat []time.Duration
 	var firstErr error
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	// Every worker (and its session) is made before the clock starts, and
+	// all start together: a session's setup is not part of a grant's cost.
+	workers := make([]worker, n)
+	for i := range workers {
 		lock := fmt.Sprintf("%s/%d", tag, i)
 		if hot {
 			lock = tag
 		}
-		w := newWorker(lock, i)
+		workers[i] = newWorker(lock, i)
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
