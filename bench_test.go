@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Per-operation costs against the package's shared 3-member cluster (fsync
@@ -23,6 +25,28 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEtcdMutexLockUnlock is the same loop with etcd's own
+// concurrency.Mutex, for comparison in the same run.
+func BenchmarkEtcdMutexLockUnlock(b *testing.B) {
+	cli := newClient(b, nil)
+	s, err := concurrency.NewSession(cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	m := concurrency.NewMutex(s, "/bench-etcd/"+uniqueName(b))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
