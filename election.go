@@ -262,8 +262,8 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 }
 
 // Resign gives up leadership, exactly as Lock.Unlock releases a lock:
-// Context is canceled with ErrReleased at once and the leader key is deleted,
-// so the next candidate leads at once. It
+// Context is canceled with ErrReleased at once and the leader key is deleted
+// (guarded by its create revision), so the next candidate leads at once. It
 // returns nil if this candidacy led when Resign was first called, on every
 // later call too; an error wrapping ErrNotHeld and the cause if leadership
 // was lost before; ctx's error when ctx ends first (the session's reaper then

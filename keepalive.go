@@ -4,7 +4,7 @@ package etcdlock
 // of the client's sessions and pinned to the etcd leader's endpoint
 // (DESIGN.md, "Scale: keepalives go to the leader"). While the stream runs on
 // the leader's connection, the keeper also lends that connection to the
-// queue's writes and hand-off reads (leaderKV).
+// queue's writes, hand-off reads and predecessor watches (leaderConn).
 
 import (
 	"container/heap"
@@ -62,8 +62,8 @@ type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
-	// leader is the KV of the connection the current stream runs on while
-	// that connection reaches the leader; nil otherwise (see leaderKV).
+	// leader is the connection the current stream runs on while that
+	// connection reaches the leader; nil otherwise (see keeper.leaderConn).
 	leader atomic.Pointer[leaderConn]
 
 	mu       sync.Mutex
@@ -358,8 +358,8 @@ func plainClient(cli *clientv3.Client) bool {
 }
 
 // leaderConn lends the connection to the etcd leader, with the func to call
-// when the request or watch is done, or returns nil when the keeper knows no
-// leader connection right now. A write sent to a follower is forwarded to the
+// when the request is done (watches are not borrowed; see retire), or returns
+// nil when the keeper knows no leader connection right now. A write sent to a follower is forwarded to the
 // leader and answered only after the follower applies it too; sent to the
 // leader it saves that hop (a free lock's grant and a release cost one round
 // trip to the leader). The leader applies a write before the followers learn
@@ -505,6 +505,7 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 	}
 	tick := time.NewTicker(leaderCheck)
 	defer tick.Stop()
+	failures := 0
 	for {
 		select {
 		case <-sctx.Done():
@@ -521,9 +522,20 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 		ctx, cancel := context.WithTimeout(sctx, statusTimeout)
 		resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
 		cancel()
-		if err == nil && resp.Leader != resp.Header.MemberId {
+		switch {
+		case err == nil && resp.Leader != resp.Header.MemberId:
 			stop(errLeaderMoved)
 			return
+		case err == nil:
+			failures = 0
+		case sctx.Err() == nil:
+			// The member does not answer: its connection is lent to the
+			// queue's requests too, so do not wait for the stall watchdog
+			// (which needs a keepalive in flight).
+			if failures++; failures >= 2 {
+				stop(errStalled)
+				return
+			}
 		}
 	}
 }

@@ -98,8 +98,7 @@ func (l *Lock) Guard() clientv3.Cmp {
 }
 
 // Unlock releases the grant. It cancels Context at once with ErrReleased, then
-// deletes this grant's key only (the session reuses a key's name only after
-// the delete is confirmed, so no later grant's key can be hit). It returns
+// deletes this grant's key only (guarded by its create revision). It returns
 // nil if the grant was current when Unlock was first called, on every later
 // call too. If the grant had been lost before, it returns an error wrapping
 // ErrNotHeld and the cause of the loss. If ctx ends before the delete is
@@ -142,17 +141,14 @@ func (l *Lock) finish(err error) {
 }
 
 // release ends a grant: it cancels the waiter's context with ErrReleased
-// and deletes its key, retrying failed deletes until ctx ends. final is false
-// when the delete's outcome is still unknown then (the caller hands the key
-// to the reaper).
+// and deletes its key, guarded by its create revision, retrying failed
+// deletes until ctx ends. final is false when the delete's outcome is still
+// unknown then (the caller hands the key to the reaper).
 //
-// The delete is a plain DeleteRange of the one key, not a Txn guarded by the
-// create revision: it costs the members less to apply, and it cannot delete
-// another acquisition's key, because no other acquisition uses this key's
-// name until its slot is freed (w.free, after this delete is confirmed), and
-// a write of this acquisition whose outcome was unknown can only re-create
-// the key after it is gone (its Txn requires the key to be absent), a case
-// the slot's second reaper pass covers (queue.gone).
+// The guard is not optional: the key's name is reused by a later acquisition
+// of the session once this one's slot is freed, and an attempt whose outcome
+// was unknown can still be applied after that; guarded, it cannot delete the
+// later key.
 func (w *waiter) release(ctx context.Context) (err error, final bool) {
 	if w.ctx.Err() != nil {
 		// Lost before: the key is gone, or goes with the session's lease.
@@ -167,15 +163,18 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
 		}
 		actx, cancel := attempt(ctx)
-		kv, done := w.q.s.kv()
-		resp, err := kv.Delete(actx, w.key)
+		kv, done := w.q.s.kv(unknown)
+		resp, err := kv.Txn(actx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
+			Then(clientv3.OpDelete(w.key)).
+			Commit()
 		done()
 		cancel()
 		if err == nil || w.q.s.failed(err) != nil {
 			w.free() // deleted now, or already gone
 		}
 		switch {
-		case err == nil && (resp.Deleted == 1 || unknown):
+		case err == nil && (resp.Succeeded || unknown):
 			return nil, true
 		case err == nil:
 			// The key was already gone: the grant was lost before this call.

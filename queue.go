@@ -1,10 +1,13 @@
 package etcdlock
 
 // This file holds the revision-ordered waiter queue that every recipe is
-// built on (DESIGN.md, "The queue"). Each acquisition puts one key, unique and
-// never reused, under the lock's prefix, attached to the session's lease. Its
-// create revision is its place in line and its fencing token. A waiter
-// watches only the key(s) its policy names, so a release wakes one waiter.
+// built on (DESIGN.md, "The queue"). Each acquisition puts one key under the
+// lock's prefix, attached to the session's lease; its name is the session's
+// lease and a slot number the session reuses only once the previous key of
+// that name is certainly gone (newKey, gone). Its create revision is its place
+// in line and its fencing token; events at or below it are ignored, so an old
+// event of a reused name changes nothing. A waiter watches only the key(s)
+// its policy names, so a release wakes one waiter.
 
 import (
 	"context"
@@ -23,8 +26,9 @@ import (
 
 // futureRevPause is the pause before each retry of a read at a revision the
 // member that answered has not applied yet: it is a fraction of a millisecond
-// behind the member whose watch reported the revision, and the next request
-// usually goes to another member, so the first retry is immediate.
+// behind the member whose watch reported the revision, and a retry goes over
+// the client's balanced connection, usually to another member, so the first
+// retry is immediate.
 var futureRevPause = [...]time.Duration{0, 200 * time.Microsecond, time.Millisecond}
 
 const (
@@ -255,10 +259,10 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 	if n := pol.lookback(); n > 0 {
 		getOpts = append(getOpts, clientv3.WithLimit(n))
 	}
-	txn := func() (*clientv3.TxnResponse, error) {
+	txn := func(retry bool) (*clientv3.TxnResponse, error) {
 		actx, cancel := attempt(ctx)
 		defer cancel()
-		kv, done := q.s.kv()
+		kv, done := q.s.kv(retry)
 		defer done()
 		t := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -276,7 +280,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		if err := runHook(hookBeforeEnqueue, nil); err != nil {
 			return nil, nil, false, err
 		}
-		resp, err := txn()
+		resp, err := txn(sk.uncertain)
 		err = runHook(hookEnqueued, err)
 		if err == nil {
 			if resp.Succeeded {
@@ -410,9 +414,9 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 // revision), retrying until ctx ends, so that a waiter watching it re-reads.
 func (w *waiter) touch(ctx context.Context) error {
 	backoff := 20 * time.Millisecond
-	for {
+	for retry := false; ; retry = true {
 		actx, cancel := attempt(ctx)
-		kv, done := w.q.s.kv()
+		kv, done := w.q.s.kv(retry)
 		resp, err := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
@@ -564,6 +568,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		limit++ // my own key comes first
 	}
 	backoff := 10 * time.Millisecond
+	failed := false // an attempt failed: the next goes over the balanced connection
 	for try := 0; ; try++ {
 		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithMaxCreateRev(w.rev),
@@ -576,7 +581,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		err := runHook(hookHandoffRead, nil)
 		if err == nil {
 			actx, cancel := attempt(ctx)
-			kv, done := w.q.s.kv()
+			kv, done := w.q.s.kv(failed)
 			resp, err = kv.Get(actx, w.q.dir, opts...)
 			done()
 			cancel()
@@ -597,6 +602,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		if w.ctx.Err() != nil {
 			return nil, context.Cause(w.ctx)
 		}
+		failed = true
 		switch {
 		case permanent(err):
 			return nil, err
@@ -724,9 +730,9 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	defer done()
 	var resp *clientv3.TxnResponse
 	backoff := 20 * time.Millisecond
-	for {
+	for retry := false; ; retry = true {
 		actx, cancel := attempt(opCtx)
-		kv, giveBack := q.s.kv()
+		kv, giveBack := q.s.kv(retry)
 		resp, err = kv.Txn(actx).
 			If(cmps...).
 			Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).

@@ -231,10 +231,14 @@ func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 
 // kv returns the KV the queue's own writes and hand-off reads use, and the
 // func to call when the request is done: the leader's connection while the
-// keeper has one, else the client's balanced one.
-func (s *Session) kv() (clientv3.KV, func()) {
-	if lc, done := s.keeper.leaderConn(); lc != nil {
-		return lc.kv, done
+// keeper has one, else the client's balanced one. A retry (an earlier
+// attempt failed) uses the balanced one: the leader's connection may lead
+// to a dead or unreachable member until the keeper notices.
+func (s *Session) kv(retry bool) (clientv3.KV, func()) {
+	if !retry {
+		if lc, done := s.keeper.leaderConn(); lc != nil {
+			return lc.kv, done
+		}
 	}
 	return s.cli, nop
 }
