@@ -1,8 +1,10 @@
 package etcdlock
 
 import (
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +209,62 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 	}
 	if err := <-granted; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRetryLeavesLeaderConn: an enqueue retried after an attempt of unknown
+// outcome goes over the client's balanced connection, not the leader's
+// (which may lead to a dead member until the keeper notices).
+func TestRetryLeavesLeaderConn(t *testing.T) {
+	c := embedtest.Start(t)
+	cli := newClient(t, c)
+	obs := &ackObserver{acked: make(chan struct{})}
+	s := openSession(t, cli, WithObserver(obs))
+	ctx := testCtx(t, 30*time.Second)
+	select {
+	case <-obs.acked:
+	case <-ctx.Done():
+		t.Fatal("no keepalive acknowledged")
+	}
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	followerTxns := func() (n int64) {
+		for _, m := range c.Members() {
+			if m != leader {
+				n += m.Calls("/etcdserverpb.KV/Txn")
+			}
+		}
+		return n
+	}
+	var faked atomic.Bool
+	hook := func(p hookPoint, err error) error {
+		if p == hookEnqueued && err == nil && !faked.Swap(true) {
+			return errors.New("fake: the answer was lost") // the Txn was applied
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	before := followerTxns()
+	// Each retry goes to a follower two times in three; 12 retries all on
+	// the leader by chance would happen once in half a million runs.
+	const n = 12
+	for i := 0; i < n; i++ {
+		faked.Store(false)
+		l, err := NewMutex(s, uniqueName(t)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !faked.Load() {
+			t.Fatal("the hook did not fake a lost answer")
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := followerTxns() - before; d == 0 {
+		t.Fatalf("none of %d retried enqueues reached a follower; want them on the balanced connection", n)
 	}
 }

@@ -85,7 +85,14 @@ func run() error {
 				l, _ := etcdlock.LeadershipFromContext(lctx)
 				terms <- fmt.Sprintf("%s leads with token %d", name, l.Token())
 				for {
-					if err := st.write(l.Token(), name); err != nil {
+					if err := st.write(l.Token(), name); errors.Is(err, etcdlock.ErrStaleToken) {
+						// A newer leader has written: this one lost leadership
+						// and may not have been told yet (a lease can expire,
+						// or be revoked, before its holder hears of it). The
+						// store's token check is what stops this write.
+						stops <- fmt.Sprintf("%s stops leading: its write was rejected: %v", name, err)
+						return nil
+					} else if err != nil {
 						return err
 					}
 					select {
