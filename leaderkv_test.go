@@ -27,6 +27,26 @@ func (o *ackObserver) KeepaliveAcked(time.Duration, time.Duration) {
 	o.once.Do(func() { close(o.acked) })
 }
 
+// keptSession opens a session on cli (a client of c) and waits for its first
+// keepalive acknowledgement, so that its keeper's stream runs (on the
+// leader's connection, when pinned); it returns the session and c's leader.
+func keptSession(t testing.TB, c *embedtest.Cluster, cli *clientv3.Client, opts ...SessionOption) (*Session, *embedtest.Member) {
+	t.Helper()
+	obs := &ackObserver{acked: make(chan struct{})}
+	s := openSession(t, cli, append(opts, WithObserver(obs))...)
+	ctx := testCtx(t, 30*time.Second)
+	select {
+	case <-obs.acked:
+	case <-ctx.Done():
+		t.Fatal("no keepalive acknowledged")
+	}
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, leader
+}
+
 // TestQueueWritesGoToLeader: with leader pinning (the default) a grant's
 // enqueue Txn and its release go straight to the etcd leader, saving a
 // follower's forwarding hop; with pinning off, or on a client whose KV is
@@ -50,18 +70,8 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 				cli.KV = namespace.NewKV(cli.KV, tc.namespace)
 				cli.Watcher = namespace.NewWatcher(cli.Watcher, tc.namespace)
 			}
-			obs := &ackObserver{acked: make(chan struct{})}
-			s := openSession(t, cli, WithLeaderPinning(tc.pinning), WithObserver(obs))
+			s, leader := keptSession(t, c, cli, WithLeaderPinning(tc.pinning))
 			ctx := testCtx(t, 30*time.Second)
-			select {
-			case <-obs.acked:
-			case <-ctx.Done():
-				t.Fatal("no keepalive acknowledged")
-			}
-			leader, err := c.WaitLeader(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
 			count := func() (onLeader, elsewhere int64) {
 				for _, m := range c.Members() {
 					n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
@@ -144,23 +154,10 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 // TestWaiterWatchesOnLeader: with leader pinning a waiter's predecessor watch
 // runs on the leader's connection, which applies each release first.
 func TestWaiterWatchesOnLeader(t *testing.T) {
-	old := waiterMonitorDelay
-	waiterMonitorDelay = time.Minute // only the predecessor watch
-	t.Cleanup(func() { waiterMonitorDelay = old })
+	setMonitorDelay(t, time.Minute) // only the predecessor watch
 	c := embedtest.Start(t)
-	cli := newClient(t, c)
-	obs := &ackObserver{acked: make(chan struct{})}
-	s := openSession(t, cli, WithObserver(obs))
+	s, leader := keptSession(t, c, newClient(t, c))
 	ctx := testCtx(t, 30*time.Second)
-	select {
-	case <-obs.acked:
-	case <-ctx.Done():
-		t.Fatal("no keepalive acknowledged")
-	}
-	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	watches := func() map[*embedtest.Member]int64 {
 		n := map[*embedtest.Member]int64{}
 		for _, m := range c.Members() {
@@ -171,32 +168,9 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 	name := uniqueName(t)
 	holder := mustLock(t, NewMutex(s, name))
 	before := watches()
-	created := make(chan struct{}, 1)
-	hook := func(p hookPoint, err error) error {
-		if p == hookWatchCreated {
-			select {
-			case created <- struct{}{}:
-			default:
-			}
-		}
-		return err
-	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
-	waiter := NewMutex(s, name)
-	granted := make(chan error, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		granted <- err
-	}()
-	select {
-	case <-created:
-	case <-ctx.Done():
-		t.Fatal("the waiter's watch was never created")
-	}
+	hooks := countHooks(t)
+	granted := lockAndUnlock(ctx, NewMutex(s, name))
+	hooks.awaitWatchCreated(t, ctx)
 	after := watches()
 	for _, m := range c.Members() {
 		d := after[m] - before[m]
@@ -217,19 +191,8 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 // (which may lead to a dead member until the keeper notices).
 func TestRetryLeavesLeaderConn(t *testing.T) {
 	c := embedtest.Start(t)
-	cli := newClient(t, c)
-	obs := &ackObserver{acked: make(chan struct{})}
-	s := openSession(t, cli, WithObserver(obs))
+	s, leader := keptSession(t, c, newClient(t, c))
 	ctx := testCtx(t, 30*time.Second)
-	select {
-	case <-obs.acked:
-	case <-ctx.Done():
-		t.Fatal("no keepalive acknowledged")
-	}
-	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	followerTxns := func() (n int64) {
 		for _, m := range c.Members() {
 			if m != leader {

@@ -683,36 +683,10 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, 30*time.Second)
 	holder := mustLock(t, NewMutex(openSession(t, cli), name))
-	var reads atomic.Int64
-	created := make(chan struct{}, 1)
-	hook := func(p hookPoint, err error) error {
-		switch p {
-		case hookHandoffRead:
-			reads.Add(1)
-		case hookWatchCreated:
-			select {
-			case created <- struct{}{}:
-			default:
-			}
-		}
-		return err
-	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
-	waiter := NewMutex(openSession(t, cli), name)
-	granted := make(chan error, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		granted <- err
-	}()
-	select {
-	case <-created:
-	case <-ctx.Done():
-		t.Fatal("the waiter's watch was never created")
-	}
+	hooks := countHooks(t)
+	granted := lockAndUnlock(ctx, NewMutex(openSession(t, cli), name))
+	hooks.awaitWatchCreated(t, ctx)
+	reads := &hooks.n[hookHandoffRead]
 	if n := reads.Load(); n != 0 {
 		t.Fatalf("the waiter read the queue %d times before the hand-off; want 0 (nothing changed since its enqueue)", n)
 	}
@@ -731,29 +705,12 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 // never opens the watch on its own key (only its predecessor watch); a
 // waiter that waits longer does (TestLostWhileWaiting).
 func TestShortWaitOpensOneWatch(t *testing.T) {
-	old := waiterMonitorDelay
-	waiterMonitorDelay = time.Minute
-	t.Cleanup(func() { waiterMonitorDelay = old })
+	setMonitorDelay(t, time.Minute)
 	cli := newClient(t, nil)
 	name := uniqueName(t)
 	ctx := testCtx(t, 30*time.Second)
 	holder := mustLock(t, NewMutex(openSession(t, cli), name))
-	var monitors atomic.Int64
-	created := make(chan struct{}, 1)
-	hook := func(p hookPoint, err error) error {
-		switch p {
-		case hookMonitor:
-			monitors.Add(1)
-		case hookWatchCreated:
-			select {
-			case created <- struct{}{}:
-			default:
-			}
-		}
-		return err
-	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	hooks := countHooks(t)
 	waiter := NewMutex(openSession(t, cli), name)
 	granted := make(chan *Lock, 1)
 	go func() {
@@ -763,11 +720,7 @@ func TestShortWaitOpensOneWatch(t *testing.T) {
 		}
 		granted <- l
 	}()
-	select {
-	case <-created:
-	case <-ctx.Done():
-		t.Fatal("the waiter's watch was never created")
-	}
+	hooks.awaitWatchCreated(t, ctx)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -775,10 +728,67 @@ func TestShortWaitOpensOneWatch(t *testing.T) {
 	if l == nil {
 		return
 	}
-	if n := monitors.Load(); n != 0 {
+	if n := hooks.n[hookMonitor].Load(); n != 0 {
 		t.Fatalf("a short wait started %d own-key monitors; want 0", n)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hookCounter counts the acquisition hook points passed (see countHooks).
+type hookCounter struct {
+	n       [hookMonitor + 1]atomic.Int64
+	created chan struct{}
+}
+
+// countHooks installs a test hook, removed at cleanup, that counts every
+// hook point passed and signals predecessor watches being created.
+func countHooks(t testing.TB) *hookCounter {
+	t.Helper()
+	h := &hookCounter{created: make(chan struct{}, 1)}
+	hook := func(p hookPoint, err error) error {
+		h.n[p].Add(1)
+		if p == hookWatchCreated {
+			select {
+			case h.created <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	return h
+}
+
+// awaitWatchCreated waits until a waiter's predecessor watch is created.
+func (h *hookCounter) awaitWatchCreated(t testing.TB, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-h.created:
+	case <-ctx.Done():
+		t.Fatal("the waiter's watch was never created")
+	}
+}
+
+// setMonitorDelay sets waiterMonitorDelay for the test.
+func setMonitorDelay(t testing.TB, d time.Duration) {
+	old := waiterMonitorDelay
+	waiterMonitorDelay = d
+	t.Cleanup(func() { waiterMonitorDelay = old })
+}
+
+// lockAndUnlock locks m in a goroutine, unlocks at once, and sends the first
+// error (nil when both succeed) on the returned channel.
+func lockAndUnlock(ctx context.Context, m *Mutex) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	return done
 }
