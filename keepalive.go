@@ -63,7 +63,7 @@ type keeper struct {
 	done   chan struct{} // closed when run returns
 
 	// leader is the connection the current stream runs on while that
-	// connection reaches the leader; nil otherwise (see keeper.leaderConn).
+	// connection reaches the leader; nil otherwise (see borrowLeader).
 	leader atomic.Pointer[leaderConn]
 
 	mu       sync.Mutex
@@ -300,16 +300,16 @@ type leaderConn struct {
 	retired bool
 }
 
-// borrow returns the connection and a func to call when the request is
-// done; ok is false once the connection is retired.
-func (c *leaderConn) borrow() (lc *leaderConn, done func(), ok bool) {
+// borrow lends the connection; giveBack is to be called when the request is
+// done. ok is false once the connection is retired.
+func (c *leaderConn) borrow() (ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired {
-		return nil, nil, false
+		return false
 	}
 	c.users++
-	return c, c.giveBack, true
+	return true
 }
 
 func (c *leaderConn) giveBack() {
@@ -357,23 +357,20 @@ func plainClient(cli *clientv3.Client) bool {
 		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
 }
 
-// leaderConn lends the connection to the etcd leader, with the func to call
-// when the request is done (watches are not borrowed; see retire), or returns
-// nil when the keeper knows no leader connection right now. A write sent to a follower is forwarded to the
-// leader and answered only after the follower applies it too; sent to the
-// leader it saves that hop (a free lock's grant and a release cost one round
-// trip to the leader). The leader applies a write before the followers learn
-// it is committed, so a predecessor watch on the leader wakes its waiter
-// first, and the hand-off read there does not find the member behind the
-// revision. A connection stays open while lent (see leaderConn.retire); when
-// its member fails, requests fail like any request of unknown outcome and are
-// retried on the balanced connection or the new leader's; watches end when
-// the keeper retires the connection (see retire).
-func (k *keeper) leaderConn() (lc *leaderConn, done func()) {
-	if c := k.leader.Load(); c != nil {
-		if lc, done, ok := c.borrow(); ok {
-			return lc, done
-		}
+// borrowLeader lends the connection to the etcd leader, with the func to
+// call when the request is done (watches are not borrowed; see
+// leaderConn.retire), or returns nil when the keeper knows no leader
+// connection right now. A write sent to a follower is forwarded to the leader
+// and answered only after the follower applies it too; sent to the leader it
+// saves that hop (a free lock's grant and a release cost one round trip to
+// the leader). The leader applies a write before the followers learn it is
+// committed, so a predecessor watch on the leader wakes its waiter first, and
+// the hand-off read there does not find the member behind the revision. A
+// connection stays open while lent; when its member fails, requests fail like
+// any request of unknown outcome and are retried on the balanced connection.
+func (k *keeper) borrowLeader() (lc *leaderConn, giveBack func()) {
+	if c := k.leader.Load(); c != nil && c.borrow() {
+		return c, c.giveBack
 	}
 	return nil, nil
 }

@@ -131,21 +131,20 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := &leaderConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
-	got, done, ok := lc.borrow()
-	if !ok {
+	if !lc.borrow() {
 		t.Fatal("cannot borrow a fresh connection")
 	}
 	lc.retire()
-	if _, _, ok := lc.borrow(); ok {
+	if lc.borrow() {
 		t.Fatal("borrowed a retired connection")
 	}
-	if _, err := got.kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
+	if _, err := lc.kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
 		t.Fatalf("a request that borrowed before the retirement failed: %v", err)
 	}
 	if st := conn.GetState(); st == connectivity.Shutdown {
 		t.Fatal("closed while borrowed")
 	}
-	done()
+	lc.giveBack()
 	if st := conn.GetState(); st != connectivity.Shutdown {
 		t.Fatalf("state %v after the last borrower, want Shutdown", st)
 	}

@@ -162,14 +162,12 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 		if err := ctx.Err(); err != nil {
 			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
 		}
-		actx, cancel := attempt(ctx)
-		kv, done := w.q.s.kv(unknown)
+		actx, kv, done := w.q.s.attempt(ctx, unknown)
 		resp, err := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpDelete(w.key)).
 			Commit()
 		done()
-		cancel()
 		if err == nil || w.q.s.failed(err) != nil {
 			w.free() // deleted now, or already gone
 		}

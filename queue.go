@@ -45,11 +45,6 @@ const (
 // its own key (see wait). Tests change it.
 var waiterMonitorDelay = 250 * time.Millisecond
 
-// attempt returns ctx bounded by attemptTimeout.
-func attempt(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, attemptTimeout)
-}
-
 // policy decides, from the keys created before mine (nearest first, at most
 // lookback of them; 0 means all), whether I hold a grant, and if not what to
 // watch until the decision may change.
@@ -259,10 +254,9 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 	if n := pol.lookback(); n > 0 {
 		getOpts = append(getOpts, clientv3.WithLimit(n))
 	}
-	txn := func(retry bool) (*clientv3.TxnResponse, error) {
-		actx, cancel := attempt(ctx)
-		defer cancel()
-		kv, done := q.s.kv(retry)
+	txn := func() (*clientv3.TxnResponse, error) {
+		// A retry (sk.uncertain) also reports the key in the Else branch.
+		actx, kv, done := q.s.attempt(ctx, sk.uncertain)
 		defer done()
 		t := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -280,7 +274,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		if err := runHook(hookBeforeEnqueue, nil); err != nil {
 			return nil, nil, false, err
 		}
-		resp, err := txn(sk.uncertain)
+		resp, err := txn()
 		err = runHook(hookEnqueued, err)
 		if err == nil {
 			if resp.Succeeded {
@@ -415,14 +409,12 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 func (w *waiter) touch(ctx context.Context) error {
 	backoff := 20 * time.Millisecond
 	for retry := false; ; retry = true {
-		actx, cancel := attempt(ctx)
-		kv, done := w.q.s.kv(retry)
+		actx, kv, done := w.q.s.attempt(ctx, retry)
 		resp, err := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
 			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
 			Commit()
 		done()
-		cancel()
 		switch {
 		case err == nil && resp.Succeeded:
 			return nil
@@ -580,11 +572,9 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 		var resp *clientv3.GetResponse
 		err := runHook(hookHandoffRead, nil)
 		if err == nil {
-			actx, cancel := attempt(ctx)
-			kv, done := w.q.s.kv(failed)
+			actx, kv, done := w.q.s.attempt(ctx, failed)
 			resp, err = kv.Get(actx, w.q.dir, opts...)
 			done()
-			cancel()
 		}
 		if err == nil {
 			if len(resp.Kvs) == 0 || string(resp.Kvs[0].Key) != w.key {
@@ -731,15 +721,13 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	var resp *clientv3.TxnResponse
 	backoff := 20 * time.Millisecond
 	for retry := false; ; retry = true {
-		actx, cancel := attempt(opCtx)
-		kv, giveBack := q.s.kv(retry)
+		actx, kv, attemptDone := q.s.attempt(opCtx, retry)
 		resp, err = kv.Txn(actx).
 			If(cmps...).
 			Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
 			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
 			Commit()
-		giveBack()
-		cancel()
+		attemptDone()
 		if err == nil {
 			break
 		}

@@ -229,32 +229,31 @@ func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecon
 
 func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 
-// kv returns the KV the queue's own writes and hand-off reads use, and the
-// func to call when the request is done: the leader's connection while the
-// keeper has one, else the client's balanced one. A retry (an earlier
-// attempt failed) uses the balanced one: the leader's connection may lead
-// to a dead or unreachable member until the keeper notices.
-func (s *Session) kv(retry bool) (clientv3.KV, func()) {
+// attempt prepares one attempt of a request the queue retries: ctx bounded
+// by attemptTimeout, the KV to send it on, and the func to call when the attempt is done. The KV is the
+// leader's connection while the keeper lends one (keeper.borrowLeader), else
+// the client's balanced one; a retry (an earlier attempt failed) always uses
+// the balanced one, since the leader's connection may lead to a dead or
+// unreachable member until the keeper notices.
+func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	if !retry {
-		if lc, done := s.keeper.leaderConn(); lc != nil {
-			return lc.kv, done
+		if lc, giveBack := s.keeper.borrowLeader(); lc != nil {
+			return actx, lc.kv, func() { giveBack(); cancel() }
 		}
 	}
-	return s.cli, nop
+	return actx, s.cli, cancel
 }
 
 // watcher returns the Watcher for a waiter's predecessor watches: the
-// leader connection's while the keeper has one (its watches end when the
-// keeper moves on), else the client's.
+// leader connection's while the keeper has one (watches are not borrowed:
+// they end when the keeper retires the connection), else the client's.
 func (s *Session) watcher() clientv3.Watcher {
-	if lc, done := s.keeper.leaderConn(); lc != nil {
-		done() // watches are not borrowed (leaderConn.retire)
+	if lc := s.keeper.leader.Load(); lc != nil {
 		return lc.watcher
 	}
 	return s.cli
 }
-
-func nop() {}
 
 // Client returns the client the session was made with.
 func (s *Session) Client() *clientv3.Client { return s.cli }

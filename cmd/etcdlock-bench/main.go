@@ -57,6 +57,7 @@ type options struct {
 	warmup    time.Duration
 	only      string // contestants to run (comma list); empty: all
 	workers   string // worker counts for uncontended and hot (comma list); empty: the defaults
+	counted   []int  // workers, parsed by pick
 }
 
 func main() {
@@ -76,7 +77,7 @@ func main() {
 	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock); default all, e.g. to profile one alone")
 	flag.StringVar(&o.workers, "workers", "", "comma list of worker counts for uncontended and hot, instead of 1,16,64,256 and 2,16,64")
 	flag.Parse()
-	if err := o.pick(); err != nil {
+	if err := (&o).pick(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock-bench:", err)
 		os.Exit(2)
 	}
@@ -165,10 +166,16 @@ func run(o options) error {
 	return nil
 }
 
-// pick narrows contestants to -contestants and checks -workers.
-func (o options) pick() error {
-	if _, err := o.parseCounts(); err != nil {
-		return err
+// pick parses -workers and narrows contestants to -contestants.
+func (o *options) pick() error {
+	if o.workers != "" {
+		for _, f := range strings.Split(o.workers, ",") {
+			var n int
+			if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 1 {
+				return fmt.Errorf("bad -workers entry %q: want a positive count", f)
+			}
+			o.counted = append(o.counted, n)
+		}
 	}
 	if o.only == "" {
 		return nil
@@ -189,25 +196,10 @@ func (o options) pick() error {
 	return nil
 }
 
-func (o options) parseCounts() ([]int, error) {
-	if o.workers == "" {
-		return nil, nil
-	}
-	var ns []int
-	for _, f := range strings.Split(o.workers, ",") {
-		var n int
-		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 1 {
-			return nil, fmt.Errorf("bad -workers entry %q: want a positive count", f)
-		}
-		ns = append(ns, n)
-	}
-	return ns, nil
-}
-
 // counts returns the -workers counts, or def.
 func (o options) counts(def []int) []int {
-	if ns, _ := o.parseCounts(); ns != nil {
-		return ns
+	if o.counted != nil {
+		return o.counted
 	}
 	return def
 }
