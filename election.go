@@ -248,7 +248,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	}
 	resp, err := w.q.s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpPut(w.key, encodeValue(w.q.s.identity, value), clientv3.WithLease(w.q.s.lease))).
+		Then(clientv3.OpPut(w.key, w.q.s.value(value), clientv3.WithLease(w.q.s.lease))).
 		Commit()
 	switch {
 	case err != nil && w.q.s.failed(err) != nil:

@@ -55,6 +55,13 @@ func needsEscape(c byte) bool { return c == '%' || c < 0x20 || c == 0x7f }
 
 // escapeName percent-encodes '%', 0x00-0x1f and 0x7f (upper-case hex).
 func escapeName(name string) string {
+	i := 0
+	for i < len(name) && !needsEscape(name[i]) {
+		i++
+	}
+	if i == len(name) {
+		return name
+	}
 	var b strings.Builder
 	b.Grow(len(name))
 	for i := 0; i < len(name); i++ {

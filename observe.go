@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Observer receives the events of a session and its grants, for metrics
@@ -135,11 +136,17 @@ func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 	if err != nil {
 		return
 	}
-	log := q.s.log.With(zap.String("name", q.name), zap.String("kind", kind), zap.Int64("token", w.rev))
+	// The grant's fields are made only when a message is logged (grants and
+	// releases are logged at Debug, usually off): this runs on every grant.
+	logAt := func(lvl zapcore.Level, msg string, more ...zap.Field) {
+		if ce := q.s.log.Check(lvl, msg); ce != nil {
+			ce.Write(append([]zap.Field{zap.String("name", q.name), zap.String("kind", kind), zap.Int64("token", w.rev)}, more...)...)
+		}
+	}
 	if kind == kindElection {
-		log.Info("leadership gained")
+		logAt(zap.InfoLevel, "leadership gained")
 	} else {
-		log.Debug("granted", zap.Duration("wait", ev.Wait))
+		logAt(zap.DebugLevel, "granted", zap.Duration("wait", ev.Wait))
 	}
 	granted := time.Now()
 	context.AfterFunc(w.ctx, func() {
@@ -147,13 +154,13 @@ func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 		held := time.Since(granted)
 		switch {
 		case errors.Is(cause, ErrReleased) && kind == kindElection:
-			log.Info("leadership resigned", zap.Duration("held", held))
+			logAt(zap.InfoLevel, "leadership resigned", zap.Duration("held", held))
 		case errors.Is(cause, ErrReleased):
-			log.Debug("released", zap.Duration("held", held))
+			logAt(zap.DebugLevel, "released", zap.Duration("held", held))
 		case kind == kindElection:
-			log.Warn("leadership lost", zap.Duration("held", held), zap.NamedError("cause", cause))
+			logAt(zap.WarnLevel, "leadership lost", zap.Duration("held", held), zap.NamedError("cause", cause))
 		default:
-			log.Warn("lock lost", zap.Duration("held", held), zap.NamedError("cause", cause))
+			logAt(zap.WarnLevel, "lock lost", zap.Duration("held", held), zap.NamedError("cause", cause))
 		}
 		q.s.observer().Released(ReleaseEvent{Kind: kind, Mode: mode, Name: q.name, Token: Token(w.rev), Held: held, Cause: cause})
 	})

@@ -261,7 +261,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		t := kv.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpGet(q.dir, getOpts...),
-				clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease)))
+				clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease)))
 		if sk.uncertain {
 			// An earlier attempt may have written the key: report it. (Only
 			// then: every member decodes and applies each byte of the Txn.)
@@ -724,7 +724,7 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 		actx, kv, attemptDone := q.s.attempt(opCtx, retry)
 		resp, err = kv.Txn(actx).
 			If(cmps...).
-			Then(clientv3.OpPut(key, encodeValue(q.s.identity, value), clientv3.WithLease(q.s.lease))).
+			Then(clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease))).
 			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
 			Commit()
 		attemptDone()

@@ -139,7 +139,7 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err er
 		tresp, err := q.s.cli.Txn(opCtx).
 			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix(),
 				clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, encodeValue(q.s.identity, ""), clientv3.WithLease(q.s.lease))).
+			Then(clientv3.OpPut(key, q.s.value(""), clientv3.WithLease(q.s.lease))).
 			Commit()
 		if err != nil {
 			if q.s.failed(err) != nil || permanent(err) {

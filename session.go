@@ -125,6 +125,7 @@ type Session struct {
 	lease    clientv3.LeaseID
 	ttl      time.Duration
 	identity string
+	noValue  string // encodeValue(identity, ""), the value of most keys
 	log      *zap.Logger
 	opts     sessionOptions
 	keeper   *keeper
@@ -193,6 +194,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		lease:    resp.ID,
 		ttl:      ttl,
 		identity: o.identity,
+		noValue:  encodeValue(o.identity, ""),
 		opts:     o,
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
 	}
@@ -253,6 +255,14 @@ func (s *Session) watcher() clientv3.Watcher {
 		return lc.watcher
 	}
 	return s.cli
+}
+
+// value returns the stored form of a key's value (see encodeValue).
+func (s *Session) value(v string) string {
+	if v == "" {
+		return s.noValue
+	}
+	return encodeValue(s.identity, v)
 }
 
 // Client returns the client the session was made with.
