@@ -35,6 +35,7 @@ var (
 	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader")
 	errStalled     = errors.New("etcdlock: keepalive stream stalled")
 	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
+	errUnanswered  = errors.New("etcdlock: keepalive endpoint failed two status checks")
 )
 
 type keeperKey struct {
@@ -530,7 +531,7 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 			// queue's requests too, so do not wait for the stall watchdog
 			// (which needs a keepalive in flight).
 			if failures++; failures >= 2 {
-				stop(errStalled)
+				stop(errUnanswered)
 				return
 			}
 		}

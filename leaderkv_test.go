@@ -12,6 +12,9 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -228,5 +231,68 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 	}
 	if d := followerTxns() - before; d == 0 {
 		t.Fatalf("none of %d retried enqueues reached a follower; want them on the balanced connection", n)
+	}
+}
+
+// TestKeeperLeavesUnansweringLeader: when the leader's endpoint stops
+// answering this client while it stays leader, the keeper drops the pinned
+// stream after two failed status checks (a few seconds) instead of waiting
+// for a keepalive to go unanswered (with a one-minute TTL the stall watchdog
+// would take 12-18 s, and the queue's requests lent that connection would
+// time out meanwhile), and the session keeps working over the other members.
+func TestKeeperLeavesUnansweringLeader(t *testing.T) {
+	c := embedtest.Start(t)
+	ctx := testCtx(t, time.Minute)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the client's path to the leader goes through the link.
+	link, err := c.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = link.Close() })
+	cfg := c.ClientConfig()
+	cfg.Endpoints = nil
+	// Without gRPC's own keepalive pings (which end a silent connection
+	// after about 10 s), only the stall watchdog (12 s or more) competes.
+	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 0, 0
+	for i, m := range c.Members() {
+		ep := m.Endpoint()
+		if m == leader {
+			ep = link.Endpoints()[i]
+		}
+		cfg.Endpoints = append(cfg.Endpoints, ep)
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	core, logs := observer.New(zapcore.DebugLevel)
+	s, _ := keptSession(t, c, cli, WithTTL(time.Minute), WithLogger(zap.New(core)))
+	waitFor(t, 20*time.Second, "the keepalive stream pinned to the leader", func() bool { return s.keeper.leader.Load() != nil })
+	endedBefore := logs.FilterMessage("keepalive stream ended").Len()
+
+	link.Cut()
+	t.Cleanup(link.Restore) // before the session's and the client's Close
+	var ended []observer.LoggedEntry
+	waitFor(t, 40*time.Second, "the pinned stream to end", func() bool {
+		ended = logs.FilterMessage("keepalive stream ended").All()
+		return len(ended) > endedBefore
+	})
+	if got := ended[endedBefore].ContextMap()["error"]; got != errUnanswered.Error() {
+		t.Fatalf("the pinned stream ended with %q; want %q", got, errUnanswered)
+	}
+	l, err := NewMutex(s, uniqueName(t)).Lock(ctx)
+	if err != nil {
+		t.Fatalf("lock with the leader unreachable: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("session lost: %v", err)
 	}
 }
