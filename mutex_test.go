@@ -792,3 +792,67 @@ func lockAndUnlock(ctx context.Context, m *Mutex) <-chan error {
 	}()
 	return done
 }
+
+// TestNoGrantAfterValidityRanOut: a grant decided after the session's
+// validity clock ran out (an answer that came late, a process paused between
+// the answer and the decision) is refused with ErrSessionExpired, and its key
+// goes with the lease the session then revokes: the holder could not have
+// known the lease still lived.
+func TestNoGrantAfterValidityRanOut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		point hookPoint // where the clock runs out
+		acq   func(m *Mutex, ctx context.Context) (*Lock, error)
+		queue bool // wait behind a holder of another session
+	}{
+		{"Lock of a free lock", hookEnqueued, (*Mutex).Lock, false},
+		{"TryLock", hookEnqueued, (*Mutex).TryLock, false},
+		{"Lock after a hand-off", hookHandoffRead, (*Mutex).Lock, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := newClient(t, nil)
+			// A long TTL: no keepalive acknowledgement moves the clock
+			// forward again between the hook and the decision.
+			s := openSession(t, cli, WithTTL(time.Minute))
+			name := uniqueName(t)
+			ctx := testCtx(t, 30*time.Second)
+			var holder *Lock
+			if tc.queue {
+				holder = mustLock(t, NewMutex(openSession(t, cli), name))
+			}
+			var ran atomic.Bool
+			hook := func(p hookPoint, err error) error {
+				if p == tc.point && !ran.Swap(true) {
+					s.mu.Lock()
+					past := time.Now().Add(-time.Millisecond)
+					s.validMono, s.validWall = past, past.Round(0)
+					s.mu.Unlock()
+				}
+				return err
+			}
+			testHook.Store(&hook)
+			t.Cleanup(func() { testHook.Store(nil) })
+			res := make(chan error, 1)
+			go func() {
+				l, err := tc.acq(NewMutex(s, name), ctx)
+				if err == nil {
+					err = fmt.Errorf("granted %s after the validity clock ran out", l.Key())
+				}
+				res <- err
+			}()
+			if holder != nil {
+				waitFor(t, 10*time.Second, "the waiter to queue", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+				if err := holder.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-res; !errors.Is(err, ErrSessionExpired) {
+				t.Fatalf("got %v; want ErrSessionExpired", err)
+			}
+			if !ran.Load() {
+				t.Fatal("the clock was never run out")
+			}
+			waitFor(t, 10*time.Second, "the refused grant's key to go", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+		})
+	}
+}

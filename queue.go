@@ -728,6 +728,7 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
 			Commit()
 		attemptDone()
+		err = runHook(hookEnqueued, err)
 		if err == nil {
 			break
 		}
