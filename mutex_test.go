@@ -738,7 +738,7 @@ func TestShortWaitOpensOneWatch(t *testing.T) {
 
 // hookCounter counts the acquisition hook points passed (see countHooks).
 type hookCounter struct {
-	n       [hookMonitor + 1]atomic.Int64
+	n       [numHookPoints]atomic.Int64
 	created chan struct{}
 }
 
@@ -855,4 +855,60 @@ func TestNoGrantAfterValidityRanOut(t *testing.T) {
 			waitFor(t, 10*time.Second, "the refused grant's key to go", func() bool { return len(keysUnder(t, cli, name)) == 0 })
 		})
 	}
+}
+
+// TestReaperDeletesLateWriteAgain: a key whose enqueue had an unknown outcome
+// is deleted by the reaper at once and once more lateApply later, so a late
+// application of that write (here: the key written again right after the
+// first delete) does not leave a key on a live lease, which would wedge the
+// lock until the session ends; only then is the key's name used again.
+func TestReaperDeletesLateWriteAgain(t *testing.T) {
+	old := lateApply
+	lateApply = 300 * time.Millisecond
+	t.Cleanup(func() { lateApply = old })
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	m := NewMutex(s, name)
+	ctx := testCtx(t, 30*time.Second)
+	key := waiterKey(namePrefix(name), tagMutex, s.Lease(), 0) // the session's first key of name
+	var reaps atomic.Int64
+	var losing atomic.Bool
+	losing.Store(true)
+	lateErr := make(chan error, 1)
+	hook := func(p hookPoint, err error) error {
+		switch {
+		case p == hookEnqueued && losing.Load():
+			return context.DeadlineExceeded // the Txn was applied, its answer lost
+		case p == hookReaped && err == nil && reaps.Add(1) == 1:
+			// The lost write applied late, after the first delete.
+			_, perr := cli.Put(ctx, key, s.value(""), clientv3.WithLease(s.Lease()))
+			lateErr <- perr
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := m.Lock(short)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with lost answers: %v", err)
+	}
+	losing.Store(false)
+	select {
+	case err := <-lateErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the reaper never deleted the key")
+	}
+	waitFor(t, 10*time.Second, "the late write's key to be deleted again", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+	// The name is free again once the second delete is done.
+	waitFor(t, 10*time.Second, "the key's name to be reused", func() bool {
+		l := mustLock(t, m)
+		defer l.Unlock(ctx)
+		return l.Key() == key
+	})
 }

@@ -111,6 +111,8 @@ const (
 	hookHandoffRead                    // before a read of the queue at a revision
 	hookWatchCreated                   // a predecessor watch's created notification was handled
 	hookMonitor                        // the own-key monitor starts
+	hookReaped                         // the reaper's delete returned; err is its error
+	numHookPoints
 )
 
 // testHook, when set, is called at each hookPoint with the error at that

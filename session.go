@@ -23,12 +23,13 @@ const (
 	maxTTL      = 24 * time.Hour
 	maxRevoke   = 5 * time.Second
 	reapTimeout = 2 * time.Second
-	// lateApply is how long after deleting a key of unknown outcome the
-	// reaper deletes it once more: a write caught in flight by an etcd leader
-	// change can still be applied after our delete (etcd's own request
-	// timeout is 5s + 2 election timeouts).
-	lateApply = 10 * time.Second
 )
+
+// lateApply is how long after deleting a key of unknown outcome the reaper
+// deletes it once more: a write caught in flight by an etcd leader change can
+// still be applied after our delete (etcd's own request timeout is 5s + 2
+// election timeouts). A variable for tests only.
+var lateApply = 10 * time.Second
 
 // sessionOptions is the configuration a SessionOption edits.
 type sessionOptions struct {
@@ -706,6 +707,7 @@ func (s *Session) reapLoop() {
 		ctx, cancel := context.WithTimeout(s.ctx, reapTimeout)
 		err := deleteKey(ctx, s.cli, it.key, it.rev)
 		cancel()
+		err = runHook(hookReaped, err)
 		if err == nil {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			s.mu.Lock()
