@@ -496,7 +496,9 @@ func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, op
 }
 
 // followLeader ends the stream when it should move: its endpoint is no
-// longer the leader, or (the fallback while pinning) a leader is known again.
+// longer the leader (errLeaderMoved), fails two status checks in a row
+// (errUnanswered), or (the fallback while pinning) a leader is known again
+// (errLeaderFound).
 func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, ep string) {
 	if !k.key.pinned {
 		return

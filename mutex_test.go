@@ -817,12 +817,16 @@ func TestNoGrantAfterValidityRanOut(t *testing.T) {
 			name := uniqueName(t)
 			ctx := testCtx(t, 30*time.Second)
 			var holder *Lock
+			released := context.Background() // never done: no hand-off to wait for
 			if tc.queue {
 				holder = mustLock(t, NewMutex(openSession(t, cli), name))
+				released = holder.Context()
 			}
 			var ran atomic.Bool
 			hook := func(p hookPoint, err error) error {
-				if p == tc.point && !ran.Swap(true) {
+				// A hand-off read comes after the holder's release (a read
+				// when the predecessor watch starts does not count).
+				if p == tc.point && (!tc.queue || released.Err() != nil) && !ran.Swap(true) {
 					s.mu.Lock()
 					past := time.Now().Add(-time.Millisecond)
 					s.validMono, s.validWall = past, past.Round(0)
@@ -852,7 +856,9 @@ func TestNoGrantAfterValidityRanOut(t *testing.T) {
 			if !ran.Load() {
 				t.Fatal("the clock was never run out")
 			}
-			waitFor(t, 10*time.Second, "the refused grant's key to go", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+			// The session revokes its lease at once, best effort (a second
+			// at most); at worst the key goes when the lease's TTL runs out.
+			waitFor(t, 75*time.Second, "the refused grant's key to go with the lease", func() bool { return len(keysUnder(t, cli, name)) == 0 })
 		})
 	}
 }
@@ -876,14 +882,23 @@ func TestReaperDeletesLateWriteAgain(t *testing.T) {
 	var losing atomic.Bool
 	losing.Store(true)
 	lateErr := make(chan error, 1)
+	nameFreeEarly := make(chan bool, 1) // at the second delete, was the name already free?
 	hook := func(p hookPoint, err error) error {
 		switch {
 		case p == hookEnqueued && losing.Load():
 			return context.DeadlineExceeded // the Txn was applied, its answer lost
-		case p == hookReaped && err == nil && reaps.Add(1) == 1:
-			// The lost write applied late, after the first delete.
-			_, perr := cli.Put(ctx, key, s.value(""), clientv3.WithLease(s.Lease()))
-			lateErr <- perr
+		case p == hookReaped && err == nil:
+			switch reaps.Add(1) {
+			case 1:
+				// The lost write applied late, after the first delete.
+				_, perr := cli.Put(ctx, key, s.value(""), clientv3.WithLease(s.Lease()))
+				lateErr <- perr
+			case 2:
+				s.mu.Lock()
+				busy := s.slots[namePrefix(name)+tagMutex]
+				nameFreeEarly <- len(busy) == 0 || !busy[0]
+				s.mu.Unlock()
+			}
 		}
 		return err
 	}
@@ -905,6 +920,14 @@ func TestReaperDeletesLateWriteAgain(t *testing.T) {
 		t.Fatal("the reaper never deleted the key")
 	}
 	waitFor(t, 10*time.Second, "the late write's key to be deleted again", func() bool { return len(keysUnder(t, cli, name)) == 0 })
+	select {
+	case early := <-nameFreeEarly:
+		if early {
+			t.Fatal("the key's name was free for reuse before its second delete")
+		}
+	case <-ctx.Done():
+		t.Fatal("the reaper's second delete was not seen")
+	}
 	// The name is free again once the second delete is done.
 	waitFor(t, 10*time.Second, "the key's name to be reused", func() bool {
 		l := mustLock(t, m)

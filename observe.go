@@ -139,7 +139,7 @@ func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 	// The grant's fields are made only when a message is logged (grants and
 	// releases are logged at Debug, usually off): this runs on every grant.
 	logAt := func(lvl zapcore.Level, msg string, more ...zap.Field) {
-		if ce := q.s.log.Check(lvl, msg); ce != nil {
+		if ce := q.s.grantLog.Check(lvl, msg); ce != nil {
 			ce.Write(append([]zap.Field{zap.String("name", q.name), zap.String("kind", kind), zap.Int64("token", w.rev)}, more...)...)
 		}
 	}

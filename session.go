@@ -28,7 +28,8 @@ const (
 // lateApply is how long after deleting a key of unknown outcome the reaper
 // deletes it once more: a write caught in flight by an etcd leader change can
 // still be applied after our delete (etcd's own request timeout is 5s + 2
-// election timeouts). A variable for tests only.
+// election timeouts). A variable for tests only; a session reads it once,
+// when it is made.
 var lateApply = 10 * time.Second
 
 // sessionOptions is the configuration a SessionOption edits.
@@ -128,8 +129,11 @@ type Session struct {
 	identity string
 	noValue  string // encodeValue(identity, ""), the value of most keys
 	log      *zap.Logger
-	opts     sessionOptions
-	keeper   *keeper
+	grantLog *zap.Logger // log, for lines logged through a helper (one more caller frame)
+	// lateApply is the package's lateApply when the session was made.
+	lateApply time.Duration
+	opts      sessionOptions
+	keeper    *keeper
 
 	ctx    context.Context // canceled with the loss cause
 	cancel context.CancelCauseFunc
@@ -199,6 +203,8 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		opts:     o,
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
 	}
+	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
+	s.lateApply = lateApply
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.reapWake = make(chan struct{}, 1)
 	valid := sentAt.Add(ttl - s.margin())
@@ -717,7 +723,7 @@ func (s *Session) reapLoop() {
 				// timed out, may still be applied later (and would hit a later
 				// key of the same name): delete once more, lateApply later,
 				// before done frees the name.
-				s.reapQ = append(s.reapQ, reapItem{key: it.key, done: it.done, notBefore: time.Now().Add(lateApply)})
+				s.reapQ = append(s.reapQ, reapItem{key: it.key, done: it.done, notBefore: time.Now().Add(s.lateApply)})
 				it.done = nil
 			}
 			s.mu.Unlock()
