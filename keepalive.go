@@ -358,8 +358,8 @@ func plainClient(cli *clientv3.Client) bool {
 		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
 }
 
-// borrowLeader lends the connection to the etcd leader, with the func to
-// call when the request is done (watches are not borrowed; see
+// borrowLeader lends the connection to the etcd leader (the borrower calls
+// its giveBack when the request is done; watches are not borrowed, see
 // leaderConn.retire), or returns nil when the keeper knows no leader
 // connection right now. A write sent to a follower is forwarded to the leader
 // and answered only after the follower applies it too; sent to the leader it
@@ -369,11 +369,11 @@ func plainClient(cli *clientv3.Client) bool {
 // the hand-off read there does not find the member behind the revision. A
 // connection stays open while lent; when its member fails, requests fail like
 // any request of unknown outcome and are retried on the balanced connection.
-func (k *keeper) borrowLeader() (lc *leaderConn, giveBack func()) {
+func (k *keeper) borrowLeader() *leaderConn {
 	if c := k.leader.Load(); c != nil && c.borrow() {
-		return c, c.giveBack
+		return c
 	}
-	return nil, nil
+	return nil
 }
 
 // serve runs one keepalive stream on conn until it fails, stalls, its

@@ -64,7 +64,8 @@ func escapeName(name string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(name))
-	for i := 0; i < len(name); i++ {
+	b.WriteString(name[:i]) // the prefix that needs no escaping
+	for ; i < len(name); i++ {
 		c := name[i]
 		if needsEscape(c) {
 			fmt.Fprintf(&b, "%%%02X", c)

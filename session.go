@@ -247,8 +247,8 @@ func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	if !retry {
-		if lc, giveBack := s.keeper.borrowLeader(); lc != nil {
-			return actx, lc.kv, func() { giveBack(); cancel() }
+		if lc := s.keeper.borrowLeader(); lc != nil {
+			return actx, lc.kv, func() { lc.giveBack(); cancel() }
 		}
 	}
 	return actx, s.cli, cancel
