@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,18 +184,21 @@ func (q queue) newKey() slotKey {
 	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot}
 }
 
-// gone is called once sk's key is known to be deleted (or never written):
-// the slot is freed, after a second delete if a write of it was uncertain.
+// gone is called once sk's key is known to be deleted (or never written) and
+// the acquisition gives it up. The slot is freed at once if every write of
+// the key had a known outcome; else the reaper first makes sure that none of
+// them can still be applied (raiseBarrier), and deletes what they created.
 func (q queue) gone(sk slotKey) {
 	free := func() { q.s.freeSlot(sk.scope, sk.slot) }
 	if sk.uncertain {
-		q.s.reapTwice(sk.key, free)
+		q.s.reapUnknown(q.dir, sk.key, free)
 		return
 	}
 	free()
 }
 
-// drop gives up a key that may exist: the reaper deletes it, then frees the slot.
+// drop gives up a key that may exist, of unknown create revision: the
+// reaper deletes it (see gone), then frees the slot.
 func (q queue) drop(sk slotKey) {
 	sk.uncertain = true
 	q.gone(sk)
@@ -245,62 +249,71 @@ func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
 }
 
 // enqueue puts a new key at the end of the queue in one Txn that also returns
-// the keys ahead of it (the Get runs before the Put). known is false when a
-// retry found the key already written (unknown outcome of the first try): the
-// keys ahead must then be read.
+// the keys ahead of it (the Get runs before the Put). The Txn writes only if
+// the key is new and the session's barrier of this queue is where the session
+// last saw it (barrier.go), so a late copy of it can never create a key the
+// library gave up on. known is false when a retry found the key already
+// written (unknown outcome of the first try): the keys ahead must then be read.
 func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter, ahead []*mvccpb.KeyValue, known bool, err error) {
 	sk := q.newKey()
-	key := sk.key
 	getOpts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	if n := pol.lookback(); n > 0 {
 		getOpts = append(getOpts, clientv3.WithLimit(n))
 	}
-	txn := func() (*clientv3.TxnResponse, error) {
-		// A retry (sk.uncertain) also reports the key in the Else branch.
+	// explain: the Txn also reports, when its compare fails, the key and the
+	// barrier. Only after an unknown outcome or a failed compare: every
+	// member decodes and applies each byte of the Txn.
+	explain := false
+	txn := func(bcmp clientv3.Cmp) (*clientv3.TxnResponse, error) {
 		actx, kv, done := q.s.attempt(ctx, sk.uncertain)
 		defer done()
 		t := kv.Txn(actx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(sk.key), "=", 0), bcmp).
 			Then(clientv3.OpGet(q.dir, getOpts...),
-				clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease)))
-		if sk.uncertain {
-			// An earlier attempt may have written the key: report it. (Only
-			// then: every member decodes and applies each byte of the Txn.)
-			t = t.Else(clientv3.OpGet(key))
+				clientv3.OpPut(sk.key, q.s.value(value), clientv3.WithLease(q.s.lease)))
+		if explain || sk.uncertain {
+			t = t.Else(clientv3.OpGet(sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly()))
 		}
 		return t.Commit()
 	}
 	backoff := 20 * time.Millisecond
 	for {
 		if err := runHook(hookBeforeEnqueue, nil); err != nil {
+			q.gone(sk)
 			return nil, nil, false, err
 		}
-		resp, err := txn()
+		bcmp, sent := q.s.barrierCmp(q.dir)
+		resp, err := txn(bcmp)
 		err = runHook(hookEnqueued, err)
 		if err == nil {
 			if resp.Succeeded {
 				w = q.newWaiter(sk, resp.Header.Revision)
-				ahead = resp.Responses[0].GetResponseRange().Kvs
-				known = true
 				w.seen = w.rev
-			} else {
-				var kvs []*mvccpb.KeyValue
-				if sk.uncertain {
-					kvs = resp.Responses[0].GetResponseRange().Kvs
-				}
-				if len(kvs) == 0 {
-					// Not an earlier attempt of ours: a key of this name
-					// that outlived its acquisition. Leave it to the reaper
-					// and use another name.
-					q.drop(sk)
-					sk = q.newKey()
-					key = sk.key
-					continue
-				}
-				w = q.newWaiter(sk, kvs[0].CreateRevision)
+				return w, resp.Responses[0].GetResponseRange().Kvs, true, nil
 			}
-			break
+			if len(resp.Responses) == 0 {
+				explain = true // sent without Else: ask again, with it
+				continue
+			}
+			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) > 0 {
+				if sk.uncertain {
+					// An earlier attempt of this acquisition was applied (the
+					// slot's name is nobody else's).
+					return q.newWaiter(sk, mine[0].CreateRevision), nil, false, nil
+				}
+				// Never expected: a key of this name that outlived its
+				// acquisition. Leave it to the reaper and use another name.
+				q.drop(sk)
+				sk = q.newKey()
+				continue
+			}
+			// The barrier moved (the reaper retired writes of the session):
+			// this attempt wrote nothing; send it again with the new value.
+			_, err = q.s.barrierMoved(ctx, q.dir, sent, resp.Responses[1].GetResponseRange().Kvs)
+			if err == nil {
+				continue
+			}
 		}
 		if q.s.failed(err) != nil {
 			q.gone(sk) // the lease is gone, and with it any key of it
@@ -313,49 +326,53 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (w *waiter
 		// The Txn may have been applied, now or later.
 		sk.uncertain = true
 		if ctx.Err() != nil {
-			q.drop(sk)
+			q.gone(sk)
 			return nil, nil, false, ctxErr(ctx, err)
 		}
 		if serr := q.s.live(); serr != nil {
-			q.drop(sk)
+			q.gone(sk)
 			return nil, nil, false, serr
 		}
-		q.s.log.Debug("enqueue failed, retrying", zap.String("key", key), zap.Error(err))
+		q.s.log.Debug("enqueue failed, retrying", zap.String("key", sk.key), zap.Error(err))
 		if !sleepCtx(ctx, jitter(backoff)) {
-			q.drop(sk)
+			q.gone(sk)
 			return nil, nil, false, ctxErr(ctx, ctx.Err())
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	if err := q.checkKind(ahead); err != nil {
-		w.abandon(err)
-		return nil, nil, false, err
-	}
-	return w, ahead, known, nil
 }
 
-// checkKind fails with ErrKindMismatch when the nearest key ahead belongs to
-// another kind of recipe. Checking the nearest is enough: every key was
-// checked against its own predecessor when it joined.
+// checkKind fails with ErrKindMismatch when a key ahead belongs to another
+// kind of recipe (or a semaphore of another size). It checks every key the
+// policy read, not only the nearest: a refused joiner's key may sit between
+// a holder and me until it is removed. A policy grants only when its read
+// saw the whole queue ahead of me, so no grant passes an incompatible key.
 func (q queue) checkKind(ahead []*mvccpb.KeyValue) error {
-	if len(ahead) == 0 {
-		return nil
-	}
-	if tag := tagOf(q.dir, string(ahead[0].Key)); !tagsCompatible(tag, q.tag) {
-		kind, _ := kindOfTag(tag)
-		return fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+	for _, kv := range ahead {
+		if tag := tagOf(q.dir, string(kv.Key)); !tagsCompatible(tag, q.tag) {
+			return kindMismatch(tag)
+		}
 	}
 	return nil
 }
 
+func kindMismatch(tag string) error {
+	kind, _ := kindOfTag(tag)
+	if kind == kindSemaphore {
+		return fmt.Errorf("%w: name is used by a semaphore of %s", ErrKindMismatch, tag[1:])
+	}
+	return fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+}
+
 // abandon gives up the acquisition: it ends the waiter's context and deletes
-// its key through the reaper (which tries at once).
+// its key (guarded by its create revision) before it returns, or through the
+// session's reaper when the cluster does not answer in time.
 func (w *waiter) abandon(cause error) {
 	if cause == nil {
 		cause = context.Canceled
 	}
 	w.lose(cause)
-	w.q.s.reap(w.key, w.rev, w.free)
+	w.q.s.removeNow(reapItem{key: w.key, rev: w.rev, done: w.free})
 }
 
 // wait blocks until pol grants, ctx ends, or the key or session is lost.
@@ -365,12 +382,15 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 		if ahead, err = w.read(ctx, 0, pol); err != nil {
 			return err
 		}
+	}
+	// A waiter behind an adopted key (!known) may wait for its grant's touch
+	// as for a waiter's: it cannot tell them apart.
+	touch := !known
+	waited := false
+	for {
 		if err := w.q.checkKind(ahead); err != nil {
 			return err
 		}
-	}
-	waited := false
-	for {
 		granted, plan := pol.decide(ahead)
 		if granted {
 			switch {
@@ -379,7 +399,7 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 			case w.ctx.Err() != nil:
 				return context.Cause(w.ctx)
 			}
-			if waited && pol.touchOnGrant() {
+			if (touch || waited) && pol.touchOnGrant() {
 				if err := w.touch(ctx); err != nil {
 					return err
 				}
@@ -533,11 +553,24 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 					return ahead, 0, err
 				}
 			}
-			if resp.Header.Revision >= next {
-				next = resp.Header.Revision + 1
-			}
+			next = resumeFrom(next, resp)
 		}
 	}
+}
+
+// resumeFrom returns the revision a watch that delivered resp resumes from
+// (see clientv3's watcher): after the last event it carried. A response's
+// header revision is the store's, not the watch's: a catch-up batch (at most
+// 1000 revisions of an unsynced watch) carries the current revision, so
+// resuming past it would skip the events of the next batches. Only a response
+// without events (a progress notification, sent when the watch is synced)
+// vouches for its header revision.
+func resumeFrom(next int64, resp clientv3.WatchResponse) int64 {
+	rev := resp.Header.Revision
+	if n := len(resp.Events); n > 0 {
+		rev = resp.Events[n-1].Kv.ModRevision
+	}
+	return max(next, rev+1)
 }
 
 // check reads the queue at rev (0: now) and reports whether the decision
@@ -716,79 +749,111 @@ func (q queue) tryEnqueueIf(ctx context.Context, value string, cmps ...clientv3.
 	if err := q.s.live(); err != nil {
 		return nil, q.errorf(err)
 	}
-	sk := q.newKey()
-	key := sk.key
 	opCtx, done := q.s.bound(ctx)
 	defer done()
-	var resp *clientv3.TxnResponse
+	w, first, err := q.tryPut(opCtx, value, cmps)
+	switch {
+	case err != nil:
+		return nil, q.errorf(q.s.cause(ctx, err))
+	case w == nil:
+		return nil, q.errorf(refusal(q.dir, q.tag, first))
+	}
+	return q.grant(ctx, w)
+}
+
+// refusal is the error of a Try refused with first the queue's first key
+// (nil: the queue was empty, or the compare that refused it says no more).
+func refusal(dir, tag string, first *mvccpb.KeyValue) error {
+	if first == nil {
+		return ErrLocked
+	}
+	if ft := tagOf(dir, string(first.Key)); !tagsCompatible(ft, tag) {
+		return kindMismatch(ft)
+	}
+	holder := decodeValue(first.Value)
+	return fmt.Errorf("%w: held by %s (token %d)", ErrLocked, holderName(holder.Identity), first.CreateRevision)
+}
+
+// grant returns w unless ctx or the session ended first: no grant after the
+// caller gave up. The key is removed then.
+func (q queue) grant(ctx context.Context, w *waiter) (*waiter, error) {
+	if err := ctx.Err(); err != nil {
+		w.abandon(err)
+		return nil, q.errorf(ctxErr(ctx, err))
+	}
+	if err := q.s.live(); err != nil {
+		w.abandon(err)
+		return nil, q.errorf(err)
+	}
+	return w, nil
+}
+
+// tryPut writes a new key of the session only if every cmp holds and the
+// session's barrier is where it last saw it, in one Txn, retried while its
+// outcome is unknown. It returns the new waiter; or, when a cmp failed and
+// nothing of this call exists, no waiter and the queue's first key (nil when
+// the queue is empty); or the error that ended it. Without a waiter, the
+// slot is given up (gone: the reaper retires an uncertain earlier attempt).
+func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*waiter, *mvccpb.KeyValue, error) {
+	sk := q.newKey()
 	backoff := 20 * time.Millisecond
 	for retry := false; ; retry = true {
-		actx, kv, attemptDone := q.s.attempt(opCtx, retry)
-		resp, err = kv.Txn(actx).
-			If(cmps...).
-			Then(clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease))).
-			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key)).
+		bcmp, sent := q.s.barrierCmp(q.dir)
+		actx, kv, attemptDone := q.s.attempt(ctx, retry)
+		resp, err := kv.Txn(actx).
+			If(append(slices.Clip(cmps), bcmp)...).
+			Then(clientv3.OpPut(sk.key, q.s.value(value), clientv3.WithLease(q.s.lease))).
+			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(sk.key),
+				clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())).
 			Commit()
 		attemptDone()
 		err = runHook(hookEnqueued, err)
 		if err == nil {
-			break
+			if resp.Succeeded {
+				return q.newWaiter(sk, resp.Header.Revision), nil, nil
+			}
+			if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
+				if sk.uncertain {
+					// An earlier attempt of this call was applied.
+					return q.newWaiter(sk, mine[0].CreateRevision), nil, nil
+				}
+				// Never expected: a key of this name that outlived its
+				// acquisition. Leave it to the reaper and use another name.
+				q.drop(sk)
+				sk = q.newKey()
+				continue
+			}
+			var moved bool
+			moved, err = q.s.barrierMoved(ctx, q.dir, sent, resp.Responses[2].GetResponseRange().Kvs)
+			if err == nil && !moved {
+				q.gone(sk)
+				var first *mvccpb.KeyValue
+				if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+					first = kvs[0]
+				}
+				return nil, first, nil
+			}
+			if err == nil {
+				continue // the barrier moved: this attempt wrote nothing
+			}
 		}
 		if q.s.failed(err) != nil {
 			q.gone(sk)
-			return nil, q.errorf(ErrSessionExpired)
+			return nil, nil, ErrSessionExpired
 		}
 		if permanent(err) {
 			q.gone(sk) // refused: this attempt wrote nothing
-			return nil, q.errorf(err)
+			return nil, nil, err
 		}
-		// The Put may have been applied, now or later: retry (the Else branch
-		// reports our own key), or have the reaper delete it if we give up.
+		// The Put may have been applied, now or later: retry (the Else
+		// branch reports our own key), or retire it if we give up.
 		sk.uncertain = true
-		if opCtx.Err() != nil || !sleepCtx(opCtx, jitter(backoff)) {
-			q.drop(sk)
-			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+		if ctx.Err() != nil || !sleepCtx(ctx, jitter(backoff)) {
+			q.gone(sk)
+			return nil, nil, ctxErr(ctx, err)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	if !resp.Succeeded {
-		if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
-			if !sk.uncertain {
-				// A key of this name that outlived its acquisition, not ours.
-				q.drop(sk)
-				return nil, q.errorf(ErrLocked)
-			}
-			// An earlier attempt of ours was applied.
-			resp.Succeeded = true
-			resp.Header.Revision = mine[0].CreateRevision
-		}
-	}
-	if !resp.Succeeded {
-		// Nothing of ours exists (the Else branch checked); an uncertain
-		// earlier attempt may still be applied later.
-		q.gone(sk)
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) > 0 {
-			tag := tagOf(q.dir, string(kvs[0].Key))
-			if !tagsCompatible(tag, q.tag) {
-				kind, _ := kindOfTag(tag)
-				return nil, q.errorf(fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind))
-			}
-			holder := decodeValue(kvs[0].Value)
-			return nil, q.errorf(fmt.Errorf("%w: held by %s (token %d)", ErrLocked, holderName(holder.Identity), kvs[0].CreateRevision))
-		}
-		return nil, q.errorf(ErrLocked)
-	}
-	nw := q.newWaiter(sk, resp.Header.Revision)
-	if err := ctx.Err(); err != nil { // ended first: no grant after the caller gave up
-		nw.abandon(err)
-		return nil, q.errorf(ctxErr(ctx, err))
-	}
-	if err := q.s.live(); err != nil {
-		nw.abandon(err)
-		return nil, q.errorf(err)
-	}
-	return nw, nil
 }
 
 func holderName(identity string) string {

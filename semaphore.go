@@ -99,9 +99,10 @@ func (c counting) decide(ahead []*mvccpb.KeyValue) (bool, watchPlan) {
 	}
 }
 
-// tryEnqueueCounting joins the queue only if fewer than n keys are in it:
-// it reads the queue, then puts its key guarded by "no key created or
-// changed since that read". A concurrent join makes it retry a few times.
+// tryEnqueueCounting joins the queue only if fewer than n keys are in it,
+// all of its kind and size: it reads the queue, then puts its key guarded by
+// "no key created since that read" (a waiter's touch or a release does not
+// count: neither adds a key). A concurrent join makes it retry a few times.
 func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err error) {
 	start := time.Now()
 	defer func() {
@@ -119,55 +120,30 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err er
 	}
 	opCtx, done := q.s.bound(ctx)
 	defer done()
-	for attempt := 0; attempt < 5; attempt++ {
-		resp, err := q.s.cli.Get(opCtx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	for range 5 {
+		actx, kv, attemptDone := q.s.attempt(opCtx, true)
+		resp, err := kv.Get(actx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(n))
+		attemptDone()
 		if err != nil {
 			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
 		}
-		if len(resp.Kvs) > 0 {
-			if tag := tagOf(q.dir, string(resp.Kvs[0].Key)); tag != q.tag {
-				kind, _ := kindOfTag(tag)
-				return nil, q.errorf(fmt.Errorf("%w: name is used by a %s (%s)", ErrKindMismatch, kind, tag))
-			}
+		if err := q.checkKind(resp.Kvs); err != nil {
+			return nil, q.errorf(err)
 		}
 		if resp.Count >= n {
 			return nil, q.errorf(fmt.Errorf("%w: %d of %d held or waited on", ErrLocked, resp.Count, n))
 		}
-		sk := q.newKey()
-		key := sk.key
-		tresp, err := q.s.cli.Txn(opCtx).
-			If(clientv3.Compare(clientv3.ModRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix(),
-				clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, q.s.value(""), clientv3.WithLease(q.s.lease))).
-			Commit()
+		w, _, err := q.tryPut(opCtx, "", []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix()})
 		if err != nil {
-			if q.s.failed(err) != nil || permanent(err) {
-				q.gone(sk)
-				if permanent(err) {
-					return nil, q.errorf(err)
-				}
-				return nil, q.errorf(ErrSessionExpired)
-			}
-			q.drop(sk)
-			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
+			return nil, q.errorf(q.s.cause(ctx, err))
 		}
-		if !tresp.Succeeded {
-			// Someone joined or changed since the read (or, never in
-			// practice, a key of this name outlived its acquisition).
-			q.drop(sk)
-			continue
+		if w == nil {
+			continue // someone joined since the read
 		}
-		w := q.newWaiter(sk, tresp.Header.Revision)
-		if err := ctx.Err(); err != nil {
-			w.abandon(err)
-			return nil, q.errorf(ctxErr(ctx, err))
-		}
-		if err := q.s.live(); err != nil {
-			w.abandon(err)
-			return nil, q.errorf(err)
-		}
-		return &Lock{w: w}, nil
+		w, err = q.grant(ctx, w)
+		return asLock(w, err)
 	}
 	return nil, q.errorf(fmt.Errorf("%w: the queue kept changing", ErrLocked))
 }

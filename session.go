@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,18 +18,10 @@ import (
 )
 
 const (
-	defaultTTL  = 10 * time.Second
-	maxTTL      = 24 * time.Hour
-	maxRevoke   = 5 * time.Second
-	reapTimeout = 2 * time.Second
+	defaultTTL = 10 * time.Second
+	maxTTL     = 24 * time.Hour
+	maxRevoke  = 5 * time.Second
 )
-
-// lateApply is how long after deleting a key of unknown outcome the reaper
-// deletes it once more: a write caught in flight by an etcd leader change can
-// still be applied after our delete (etcd's own request timeout is 5s + 2
-// election timeouts). A variable for tests only; a session reads it once,
-// when it is made.
-var lateApply = 10 * time.Second
 
 // sessionOptions is the configuration a SessionOption edits.
 type sessionOptions struct {
@@ -130,10 +121,8 @@ type Session struct {
 	noValue  string // encodeValue(identity, ""), the value of most keys
 	log      *zap.Logger
 	grantLog *zap.Logger // log, for lines logged through a helper (one more caller frame)
-	// lateApply is the package's lateApply when the session was made.
-	lateApply time.Duration
-	opts      sessionOptions
-	keeper    *keeper
+	opts     sessionOptions
+	keeper   *keeper
 
 	ctx    context.Context // canceled with the loss cause
 	cancel context.CancelCauseFunc
@@ -148,10 +137,10 @@ type Session struct {
 	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
 	leaseGoneSeen bool
 	reapQ         []reapItem
-	reapWake      chan struct{} // wakes a reaper waiting for a second pass
+	reaping       bool // a reapLoop runs
 	slots         map[string][]bool
-	reaping       bool
-	wg            sync.WaitGroup // every goroutine the session and its grants start
+	barriers      map[string]int64 // queue dir -> the barrier's mod revision (barrier.go)
+	wg            sync.WaitGroup   // every goroutine the session and its grants start
 
 	closeOnce sync.Once
 	closeErr  error
@@ -204,9 +193,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
-	s.lateApply = lateApply
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	s.reapWake = make(chan struct{}, 1)
 	valid := sentAt.Add(ttl - s.margin())
 	s.validMono, s.validWall = valid, valid.Round(0)
 	giveUp := func(reason string) (*Session, error) {
@@ -617,159 +604,6 @@ func (s *Session) Close() error {
 		s.keeper.waitStopped()
 	})
 	return s.closeErr
-}
-
-// reapItem is a key the library can no longer account for.
-type reapItem struct {
-	key       string
-	rev       int64     // create revision when known, else 0
-	done      func()    // called once the key is gone (or the session is over); may be nil
-	twice     bool      // delete it once more, lateApply later, before done
-	unsure    bool      // an attempt of this unguarded delete had an unknown outcome
-	notBefore time.Time // when a second pass is due
-}
-
-// reap hands a key to the session's reaper, which deletes it (guarded by its
-// create revision when known) with backoff until it succeeds, the lease is
-// gone, or the session is closed. It never blocks.
-func (s *Session) reap(key string, rev int64, done func()) {
-	s.queueReap(reapItem{key: key, rev: rev, done: done})
-}
-
-// reapTwice is reap for a key a write of unknown outcome may create (or
-// re-create) later: the reaper deletes it at once and again lateApply later,
-// and calls done after that.
-func (s *Session) reapTwice(key string, done func()) {
-	s.queueReap(reapItem{key: key, done: done, twice: true})
-}
-
-func (s *Session) queueReap(it reapItem) {
-	done := it.done
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		// The lease is gone or being revoked: so are its keys.
-		if done != nil {
-			done()
-		}
-		return
-	}
-	s.reapQ = append(s.reapQ, it)
-	start := !s.reaping
-	s.reaping = true
-	if start {
-		s.wg.Add(1)
-		go s.reapLoop()
-	}
-	s.mu.Unlock()
-	select {
-	case s.reapWake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Session) reapLoop() {
-	defer s.wg.Done()
-	backoff := 50 * time.Millisecond
-	for {
-		s.mu.Lock()
-		if len(s.reapQ) == 0 || s.ctx.Err() != nil {
-			rest := s.reapQ
-			s.reapQ, s.reaping = nil, false
-			s.mu.Unlock()
-			for _, it := range rest {
-				if it.done != nil {
-					it.done()
-				}
-			}
-			return
-		}
-		// The first item that is due (second passes wait for their time).
-		now := time.Now()
-		idx, next := -1, time.Time{}
-		for i, it := range s.reapQ {
-			if !it.notBefore.After(now) {
-				idx = i
-				break
-			}
-			if next.IsZero() || it.notBefore.Before(next) {
-				next = it.notBefore
-			}
-		}
-		if idx < 0 {
-			s.mu.Unlock()
-			t := time.NewTimer(time.Until(next))
-			select {
-			case <-t.C:
-			case <-s.reapWake: // a new key to reap
-			case <-s.ctx.Done():
-			}
-			t.Stop()
-			continue
-		}
-		it := s.reapQ[idx]
-		s.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(s.ctx, reapTimeout)
-		err := deleteKey(ctx, s.cli, it.key, it.rev)
-		cancel()
-		err = runHook(hookReaped, err)
-		if err == nil {
-			s.log.Debug("reaped key", zap.String("key", it.key))
-			s.mu.Lock()
-			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
-			if it.rev == 0 && (it.twice || it.unsure) {
-				// The write that made it, or an unguarded delete of ours that
-				// timed out, may still be applied later (and would hit a later
-				// key of the same name): delete once more, lateApply later,
-				// before done frees the name.
-				s.reapQ = append(s.reapQ, reapItem{key: it.key, done: it.done, notBefore: time.Now().Add(s.lateApply)})
-				it.done = nil
-			}
-			s.mu.Unlock()
-			if it.done != nil {
-				it.done()
-			}
-			backoff = 50 * time.Millisecond
-			continue
-		}
-		if s.failed(err) != nil {
-			continue
-		}
-		if permanent(err) {
-			// Never succeeds: the key goes with the lease (Close revokes it).
-			// done is not called: its name must not be reused meanwhile.
-			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
-			s.mu.Lock()
-			s.reapQ = slices.Delete(s.reapQ, idx, idx+1)
-			s.mu.Unlock()
-			continue
-		}
-		if it.rev == 0 {
-			s.mu.Lock()
-			s.reapQ[idx].unsure = true
-			s.mu.Unlock()
-		}
-		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
-		if !sleepCtx(s.ctx, jitter(backoff)) {
-			continue
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// deleteKey deletes key, guarded by its create revision when rev > 0. A key
-// that is already gone counts as deleted.
-func deleteKey(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
-	if rev <= 0 {
-		_, err := cli.Delete(ctx, key)
-		return err
-	}
-	_, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	return err
 }
 
 // jitter returns a duration in [d/2, d).

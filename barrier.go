@@ -1,0 +1,118 @@
+package etcdlock
+
+// This file holds the session's barrier keys, which make a write of unknown
+// outcome harmless (DESIGN.md, "Writes of unknown outcome"). A request that
+// timed out may still be applied at any later time; nothing bounds the delay.
+// So every write that can create a queue key (enqueue, TryLock, TryRLock,
+// TryAcquire) also compares the session's barrier of that name:
+//
+//	etcdlock/<escaped name>%!/<lease hex>   (attached to the session's lease)
+//
+// with ModRevision(barrier) == the value the session last knew (0: absent).
+// To retire writes of unknown outcome the session raises the barrier (a Put,
+// so its mod revision grows), THEN reads what exists and deletes it guarded by
+// its create revision. In etcd's one linearizable order, a create applied
+// before the raise is seen by the read; one applied after it fails its
+// compare and writes nothing. No time passes in this argument.
+//
+// The barrier is never deleted while the lease lives: a deleted barrier
+// compares as mod revision 0, the value of writes sent before its first raise.
+
+import (
+	"context"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// barrierEnd separates an escaped name from the barrier keys of its sessions.
+// An escaped name never contains "%/" (nor does "%!/"), so no queue read and
+// no List or Describe sees a barrier, and NamespacePrefix covers it.
+const barrierEnd = "%!/"
+
+// barrierKey returns the barrier of the session with lease in queue dir
+// (namePrefix(name)).
+func barrierKey(dir string, lease clientv3.LeaseID) string {
+	return dir[:len(dir)-len(nameEnd)] + barrierEnd + strconv.FormatInt(int64(lease), 16)
+}
+
+// barrierCmp returns the comparison that every key-creating write of the
+// session in dir carries, and the barrier's mod revision it compares with.
+func (s *Session) barrierCmp(dir string) (clientv3.Cmp, int64) {
+	m := s.barrierRev(dir)
+	return clientv3.Compare(clientv3.ModRevision(barrierKey(dir, s.lease)), "=", m), m
+}
+
+// barrierRev is the barrier's mod revision of dir as the session knows it.
+func (s *Session) barrierRev(dir string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.barriers[dir]
+}
+
+// learnBarrier records mod, a mod revision of dir's barrier read from etcd.
+// Mod revisions only grow (a re-created key gets a new one), so the newest wins.
+func (s *Session) learnBarrier(dir string, mod int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.barriers == nil {
+		s.barriers = map[string]int64{}
+	}
+	if mod > s.barriers[dir] {
+		s.barriers[dir] = mod
+	}
+}
+
+// barrierMoved handles a write of the session in dir that was sent with
+// compare value sent and failed a compare; kvs is its Else branch's read of
+// the barrier. It records what it read and reports whether the barrier failed
+// the compare (the write must be sent again with the new value). A barrier
+// that someone deleted is re-created first (see raiseBarrier); the error is
+// that raise's.
+func (s *Session) barrierMoved(ctx context.Context, dir string, sent int64, kvs []*mvccpb.KeyValue) (bool, error) {
+	if len(kvs) == 0 {
+		if sent == 0 {
+			return false, nil
+		}
+		return true, s.raiseBarrier(ctx, dir)
+	}
+	s.learnBarrier(dir, kvs[0].ModRevision)
+	return kvs[0].ModRevision != sent, nil
+}
+
+// raiseBarrier moves dir's barrier past every write of the session sent
+// before the call: after it returns nil, no such write can ever be applied.
+// One attempt: it returns the request's error when the outcome is unknown
+// (the caller retries; a repeated raise is harmless).
+func (s *Session) raiseBarrier(ctx context.Context, dir string) error {
+	key := barrierKey(dir, s.lease)
+	m := s.barrierRev(dir)
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(actx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", m)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.lease))).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return err
+	}
+	if resp.Succeeded {
+		s.learnBarrier(dir, resp.Header.Revision)
+		return nil
+	}
+	// It had moved already (an earlier raise of ours was applied): any
+	// compare with m, or with an older value, fails from now on.
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		// Deleted by someone else: writes sent before its first raise
+		// compare equal again. Re-create it at once.
+		s.mu.Lock()
+		delete(s.barriers, dir)
+		s.mu.Unlock()
+		return s.raiseBarrier(ctx, dir)
+	}
+	s.learnBarrier(dir, kvs[0].ModRevision)
+	return nil
+}
