@@ -378,3 +378,47 @@ func TestCheckKind(t *testing.T) {
 		})
 	}
 }
+
+// TestProclaimRefusesLateCopy: Proclaim is guarded by the leader key's last
+// write of this process, so a late copy of an earlier Proclaim (of unknown
+// outcome) can never overwrite a later value; after such an outcome the next
+// Proclaim still succeeds.
+func TestProclaimRefusesLateCopy(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	e := NewElection(s, name)
+	l, err := e.Campaign(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Proclaim(canceled, "lost"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Proclaim on a canceled ctx: %v", err)
+	}
+	if err := l.Proclaim(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of the first Proclaim (sent when the key was as Campaign left
+	// it), delivered now.
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.Key()), "=", int64(l.Token())),
+			clientv3.Compare(clientv3.ModRevision(l.Key()), "=", int64(l.Token()))).
+		Then(clientv3.OpPut(l.Key(), s.value("stale"), clientv3.WithLease(s.Lease()))).
+		Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Fatal("a late copy of an earlier Proclaim overwrote the leader's value")
+	}
+	info, err := e.Leader(ctx)
+	if err != nil || info.Value != "v2" {
+		t.Fatalf("Leader = %+v, %v; want v2", info, err)
+	}
+	if err := l.Proclaim(ctx, "v3"); err != nil {
+		t.Fatal(err)
+	}
+}

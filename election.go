@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,7 +70,11 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	if err != nil {
 		return nil, err
 	}
-	return &Leadership{g: Lock{w: w}}, nil
+	l := &Leadership{g: Lock{w: w}}
+	if !w.sk.uncertain {
+		l.mod = w.rev // the enqueue wrote the key then, with its value
+	}
+	return l, nil
 }
 
 // Leader returns the current leader. It returns an error wrapping ErrNoLeader
@@ -219,6 +224,11 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 // for concurrent use.
 type Leadership struct {
 	g Lock // the leader's key is a grant of the election's queue
+
+	pmu sync.Mutex // serialises Proclaim
+	// mod is the leader key's mod revision as this process last wrote it
+	// (Campaign, Proclaim); 0 when unknown (after a write of unknown outcome).
+	mod int64
 }
 
 // Token returns the leader key's create revision: a fencing token for what
@@ -243,22 +253,44 @@ func (l *Leadership) Context() context.Context { return l.g.Context() }
 // longer leads, and ctx's error when ctx ends first.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	w := l.g.w
-	if w.ctx.Err() != nil {
-		return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, context.Cause(w.ctx)))
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	for {
+		if w.ctx.Err() != nil {
+			return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, context.Cause(w.ctx)))
+		}
+		if l.mod == 0 {
+			// A Proclaim of unknown outcome may still be applied: learn
+			// where the key is; the compare below then refuses that write.
+			resp, err := w.q.s.cli.Get(ctx, w.key, clientv3.WithKeysOnly())
+			if err != nil {
+				return w.q.errorf(fmt.Errorf("proclaim: %w", ctxErr(ctx, err)))
+			}
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != w.rev {
+				return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, w.lost()))
+			}
+			l.mod = resp.Kvs[0].ModRevision
+		}
+		// Guarded by the term (create revision) and by the last write of
+		// this process (mod revision): a late copy of an earlier Proclaim
+		// can never overwrite a later value.
+		resp, err := w.q.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
+				clientv3.Compare(clientv3.ModRevision(w.key), "=", l.mod)).
+			Then(clientv3.OpPut(w.key, w.q.s.value(value), clientv3.WithLease(w.q.s.lease))).
+			Commit()
+		switch {
+		case err != nil && w.q.s.failed(err) != nil:
+			return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, ErrSessionExpired))
+		case err != nil:
+			l.mod = 0
+			return w.q.errorf(fmt.Errorf("proclaim: %w", ctxErr(ctx, err)))
+		case resp.Succeeded:
+			l.mod = resp.Header.Revision
+			return nil
+		}
+		l.mod = 0 // changed since (a late write of ours, a loss): look again
 	}
-	resp, err := w.q.s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpPut(w.key, w.q.s.value(value), clientv3.WithLease(w.q.s.lease))).
-		Commit()
-	switch {
-	case err != nil && w.q.s.failed(err) != nil:
-		return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, ErrSessionExpired))
-	case err != nil:
-		return w.q.errorf(fmt.Errorf("proclaim: %w", ctxErr(ctx, err)))
-	case !resp.Succeeded:
-		return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, w.lost()))
-	}
-	return nil
 }
 
 // Resign gives up leadership, exactly as Lock.Unlock releases a lock:
