@@ -4,6 +4,7 @@ package etcdlock
 // library, or the library and the CLI, must agree on it byte for byte.
 //
 //	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>
+//	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go)
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
@@ -203,12 +204,13 @@ func decodeValue(b []byte) keyValue {
 	return v
 }
 
-// KeyPrefix returns the etcd key prefix under which every key of the lock,
-// election, semaphore or read-write lock called name lives:
-// "etcdlock/<escaped name>%/". An etcd role with readwrite permission on
-// that prefix (etcdctl role grant-permission ROLE readwrite --prefix=true
-// PREFIX) is all a client needs to use the name. It returns an error
-// wrapping ErrInvalidName for an invalid name.
+// KeyPrefix returns the etcd key prefix under which every queue key of the
+// lock, election, semaphore or read-write lock called name lives:
+// "etcdlock/<escaped name>%/". The sessions that use name also keep a barrier
+// key each under BarrierPrefix(name). An etcd role limited to one name needs
+// readwrite on both prefixes (etcdctl role grant-permission ROLE readwrite
+// --prefix=true PREFIX); a role on NamespacePrefix covers both. It returns an
+// error wrapping ErrInvalidName for an invalid name.
 func KeyPrefix(name string) (string, error) {
 	if err := validateName(name); err != nil {
 		return "", err
@@ -221,3 +223,15 @@ func KeyPrefix(name string) (string, error) {
 // readwrite on NamespacePrefix("team-a/") lets it use every name under
 // "team-a/" and no other; List(ctx, cli, "team-a/") reads only that range.
 func NamespacePrefix(prefix string) string { return listPrefix(prefix) }
+
+// BarrierPrefix returns the etcd key prefix of the barrier keys of name:
+// "etcdlock/<escaped name>%!/". Each session that used name keeps one there,
+// attached to its lease, so that a request of unknown outcome can be made
+// harmless (DESIGN.md). No queue read, List or Describe sees them. It returns
+// an error wrapping ErrInvalidName for an invalid name.
+func BarrierPrefix(name string) (string, error) {
+	if err := validateName(name); err != nil {
+		return "", err
+	}
+	return keyRoot + escapeName(name) + barrierEnd, nil
+}
