@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -420,5 +421,35 @@ func TestProclaimRefusesLateCopy(t *testing.T) {
 	}
 	if err := l.Proclaim(ctx, "v3"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBarrierKeyLayout: a barrier lives outside every queue (no queue read,
+// List or Describe sees it) and inside the name's namespace prefix.
+func TestBarrierKeyLayout(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"a", "jobs/a", "100%/x", "x%!"} {
+		key := barrierKey(namePrefix(name), 0x2b38)
+		bp, err := BarrierPrefix(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != bp+"2b38" {
+			t.Errorf("barrierKey(%q) = %q, not under BarrierPrefix %q", name, key, bp)
+		}
+		if _, ok := parseKey(key); ok {
+			t.Errorf("barrier %q parses as a queue key", key)
+		}
+		if !strings.HasPrefix(key, NamespacePrefix(name)) {
+			t.Errorf("barrier %q outside NamespacePrefix(%q)", key, name)
+		}
+		for _, other := range []string{name, name + "%", name + "!", "a", "jobs"} {
+			if strings.HasPrefix(key, namePrefix(other)) {
+				t.Errorf("barrier %q is inside the queue of %q", key, other)
+			}
+		}
+	}
+	if _, err := BarrierPrefix(""); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("BarrierPrefix(\"\") = %v", err)
 	}
 }
