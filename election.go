@@ -267,7 +267,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // returns nil if this candidacy led when Resign was first called, on every
 // later call too; an error wrapping ErrNotHeld and the cause if leadership
 // was lost before; ctx's error when ctx ends first (the session's reaper then
-// finishes the delete). It is safe to retry.
+// finishes the delete); an error wrapping ErrNotHeld and ErrSessionExpired
+// (or ErrSessionClosed) when the session ends or its client is closed before
+// the delete is confirmed. It is safe to retry.
 func (l *Leadership) Resign(ctx context.Context) error { return l.g.Unlock(ctx) }
 
 // Run keeps this process in the election until ctx ends, the way most
