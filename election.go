@@ -299,7 +299,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // returns nil if this candidacy led when Resign was first called, on every
 // later call too; an error wrapping ErrNotHeld and the cause if leadership
 // was lost before; ctx's error when ctx ends first (the session's reaper then
-// finishes the delete). It is safe to retry.
+// finishes the delete); an error wrapping ErrNotHeld and ErrSessionExpired
+// (or ErrSessionClosed) when the session ends or its client is closed before
+// the delete is confirmed. It is safe to retry.
 func (l *Leadership) Resign(ctx context.Context) error { return l.g.Unlock(ctx) }
 
 // Run keeps this process in the election until ctx ends, the way most
@@ -326,6 +328,19 @@ func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.
 	if lead == nil {
 		return q.errorf(fmt.Errorf("%w: nil lead function", ErrInvalidArgument))
 	}
+	// The caller's Close must end Run at once even while it runs on a
+	// replacement session (the caller's own one lost before, so its Err
+	// stays ErrSessionExpired): watch for Close itself.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() {
+		select {
+		case <-e.s.closing:
+			stopRun(errCallerClosed)
+		case <-ctx.Done():
+		}
+	}()
+	closedByCaller := func() bool { return errors.Is(context.Cause(ctx), errCallerClosed) }
 	s := e.s
 	var owned *Session
 	defer func() {
@@ -394,6 +409,9 @@ func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.
 		}
 		cancel()
 		switch {
+		case closedByCaller():
+			log.Info("run: the caller closed its session", zap.Stringer("token", l.Token()))
+			return q.errorf(ErrSessionClosed)
 		case lostCause != nil:
 			log.Info("run: leadership lost", zap.Stringer("token", l.Token()), zap.NamedError("cause", lostCause), zap.NamedError("lead", lerr))
 		case ctx.Err() != nil || lerr == nil:
@@ -404,8 +422,14 @@ func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.
 			return lerr
 		}
 	}
+	if closedByCaller() {
+		return q.errorf(ErrSessionClosed)
+	}
 	return nil
 }
+
+// errCallerClosed ends Run's context when the caller closes its Session.
+var errCallerClosed = errors.New("etcdlock: the caller closed the session")
 
 // leadTerm calls lead with a context that ends when ctx ends or leadership
 // is lost (with the loss as its cause), and waits for it to return.

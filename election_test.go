@@ -500,3 +500,52 @@ func TestObserveAcrossCompactionAndLeaderCrash(t *testing.T) {
 	}
 	expect("three")
 }
+
+// TestRunReturnsWhenCallerClosesAfterReplacement checks that closing the
+// caller's Session ends Run with ErrSessionClosed at once, ending the term,
+// even while Run leads on a replacement session (the caller's own one was
+// lost before, so its Err stays ErrSessionExpired).
+func TestRunReturnsWhenCallerClosesAfterReplacement(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	ctx := testCtx(t, time.Minute)
+	terms := make(chan *Leadership, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- NewElection(s, name).Run(ctx, "v", func(lctx context.Context) error {
+			l, _ := LeadershipFromContext(lctx)
+			terms <- l
+			<-lctx.Done()
+			return nil
+		})
+	}()
+	<-terms
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	second := <-terms
+	if second.g.w.q.s == s {
+		t.Fatal("second term on the lost session")
+	}
+	if !errors.Is(s.Err(), ErrSessionExpired) {
+		t.Fatalf("caller's session: %v, want ErrSessionExpired", s.Err())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSessionClosed) {
+			t.Fatalf("Run: %v, want ErrSessionClosed", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run kept leading on its replacement session after the caller closed its session")
+	}
+	if second.Context().Err() == nil {
+		t.Fatal("the replacement term still leads after Run returned")
+	}
+	if keys := keysUnder(t, cli, name); len(keys) != 0 {
+		t.Fatalf("keys left: %v", keys)
+	}
+}

@@ -48,28 +48,30 @@ func (t *Token) UnmarshalText(b []byte) error {
 }
 
 // Fence is the check a protected resource makes: it admits a token only if no
-// higher token was admitted before, so a holder whose lease expired while it
-// was paused cannot overwrite the work of the holder after it. The zero value
-// is ready to use; a Fence is safe for concurrent use. A Fence protects one
-// resource (one lock name); keep its highest token durable with the resource's
-// data if the resource restarts.
+// later holder was admitted before, so a holder whose lease expired while it
+// was paused cannot overwrite the work, or undo the read, of the holder after
+// it. It keeps two marks: the highest exclusive token (Admit) and the highest
+// shared token (AdmitShared). An exclusive token must be at or above both (a
+// writer is refused once a later reader or writer was admitted); a shared
+// token must be at or above the highest exclusive one (a reader is refused once
+// a later writer was admitted), while readers that hold together do not refuse
+// each other. A token equal to an admitted one is the same grant again, since
+// no two grants share a token. The zero value is ready to use; a Fence is safe
+// for concurrent use. A Fence protects one resource (one lock name); keep
+// Highest and HighestShared durable with the resource's data if the resource
+// restarts.
 type Fence struct {
 	mu      sync.Mutex
-	highest Token
+	highest Token // highest exclusive token admitted
+	shared  Token // highest shared token admitted
 }
 
-// Admit admits t for an exclusive grant: it returns nil when t >= the highest
-// token admitted so far, and t becomes the highest. It returns an error
-// wrapping ErrStaleToken when t is lower than the highest, or t <= 0.
-func (f *Fence) Admit(t Token) error { return f.admit(t, true) }
-
-// AdmitShared admits t for a shared grant (an RWMutex reader): it returns nil
-// when t >= the highest token admitted and leaves the highest unchanged, so
-// readers that hold at once do not reject each other. It returns an error
-// wrapping ErrStaleToken when t is lower than the highest, or t <= 0.
-func (f *Fence) AdmitShared(t Token) error { return f.admit(t, false) }
-
-func (f *Fence) admit(t Token, raise bool) error {
+// Admit admits t for an exclusive grant: it returns nil when t is at or above
+// both the highest exclusive and the highest shared token admitted so far, and
+// t becomes the highest exclusive token. It returns an error wrapping
+// ErrStaleToken, and records nothing, when t is below either of them (a later
+// writer or reader was admitted), or t <= 0.
+func (f *Fence) Admit(t Token) error {
 	if t <= 0 {
 		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
 	}
@@ -78,15 +80,46 @@ func (f *Fence) admit(t Token, raise bool) error {
 	if t < f.highest {
 		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
 	}
-	if raise {
-		f.highest = t
+	if t < f.shared {
+		return fmt.Errorf("%w: token %d, highest shared token admitted %d", ErrStaleToken, t, f.shared)
+	}
+	f.highest = t
+	return nil
+}
+
+// AdmitShared admits t for a shared grant (an RWMutex reader): it returns nil
+// when t is at or above the highest exclusive token admitted, and t becomes the
+// highest shared token if it is above it; readers that hold at once do not
+// reject each other, in any order. It returns an error wrapping ErrStaleToken,
+// and records nothing, when t is below the highest exclusive token (a later
+// writer was admitted), or t <= 0.
+func (f *Fence) AdmitShared(t Token) error {
+	if t <= 0 {
+		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t < f.highest {
+		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
+	}
+	if t > f.shared {
+		f.shared = t
 	}
 	return nil
 }
 
-// Highest returns the highest token admitted so far, 0 if none.
+// Highest returns the highest exclusive token admitted so far (by Admit), 0 if
+// none.
 func (f *Fence) Highest() Token {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.highest
+}
+
+// HighestShared returns the highest shared token admitted so far (by
+// AdmitShared), 0 if none.
+func (f *Fence) HighestShared() Token {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shared
 }

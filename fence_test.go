@@ -43,6 +43,63 @@ func TestFence(t *testing.T) {
 	}
 }
 
+// TestFenceSharedMark checks that a shared token admitted by AdmitShared
+// fences an older writer: a writer paused past its lease must not be admitted
+// after a later reader (the README's promise that a resource never accepts an
+// older holder's read or write), while readers holding together still admit
+// each other in any order.
+func TestFenceSharedMark(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		op      string // "admit" or "shared"
+		tok     Token
+		wantErr bool
+	}
+	for _, tc := range []struct {
+		name          string
+		steps         []step
+		highest, shrd Token
+	}{
+		{"stale writer after a newer reader", []step{
+			{"admit", 5, false}, {"shared", 7, false}, {"admit", 5, true},
+		}, 5, 7},
+		{"older writer first seen after a reader", []step{
+			{"shared", 7, false}, {"admit", 6, true},
+		}, 0, 7},
+		{"newer writer after readers", []step{
+			{"shared", 7, false}, {"shared", 8, false}, {"admit", 9, false}, {"shared", 8, true},
+		}, 9, 8},
+		{"concurrent readers in any order", []step{
+			{"admit", 3, false}, {"shared", 8, false}, {"shared", 6, false}, {"shared", 8, false}, {"admit", 7, true},
+		}, 3, 8},
+		{"same writer again after a reader it precedes", []step{
+			{"admit", 4, false}, {"admit", 4, false}, {"shared", 5, false}, {"admit", 4, true}, {"admit", 5, false},
+		}, 5, 5},
+		{"refused tokens record nothing", []step{
+			{"admit", 9, false}, {"shared", 4, true}, {"shared", 0, true}, {"admit", -1, true},
+		}, 9, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var f Fence
+			for i, st := range tc.steps {
+				var err error
+				if st.op == "admit" {
+					err = f.Admit(st.tok)
+				} else {
+					err = f.AdmitShared(st.tok)
+				}
+				if (err != nil) != st.wantErr || (err != nil && !errors.Is(err, ErrStaleToken)) {
+					t.Fatalf("step %d: %s(%d) = %v, want error %v", i, st.op, st.tok, err, st.wantErr)
+				}
+			}
+			if f.Highest() != tc.highest || f.HighestShared() != tc.shrd {
+				t.Fatalf("highest %d, shared %d; want %d, %d", f.Highest(), f.HighestShared(), tc.highest, tc.shrd)
+			}
+		})
+	}
+}
+
 func TestFenceConcurrent(t *testing.T) {
 	var f Fence
 	var wg sync.WaitGroup

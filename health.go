@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -28,21 +29,26 @@ func SessionHealth(s *Session, headroom time.Duration) http.Handler {
 
 // LeaderHealth is a health check for a leader, like client-go's
 // HealthzAdaptor: it is unhealthy when this process believes it leads (its
-// lead function is still running) although the leadership's validity clock
-// ran out more than a tolerance ago — a lead function that ignores its
-// context, the one way a process keeps acting as leader after it lost. Hand
-// it to Election.ReportHealth for Run, or call Set yourself around your own
-// Campaign. The zero value is not ready; use NewLeaderHealth. A LeaderHealth
-// is safe for concurrent use.
+// lead function is still running) although its term ended more than a
+// tolerance ago: the leadership was lost (its Context ended: a break, a
+// deleted leader key, a lost session) or its validity clock ran out. That is
+// a lead function that ignores its context, the one way a process keeps
+// acting as leader after it lost. Hand it to Election.ReportHealth for Run,
+// or call Set yourself around your own Campaign (and Set(nil) before Resign).
+// The zero value is not ready; use NewLeaderHealth. A LeaderHealth is safe
+// for concurrent use.
 type LeaderHealth struct {
 	tolerance time.Duration
 	mu        sync.Mutex
 	l         *Leadership
+	ended     time.Time   // when l's Context ended, zero while it has not
+	stop      func() bool // stops the AfterFunc that records ended
 }
 
 // NewLeaderHealth returns a LeaderHealth that allows lead to run for
-// tolerance past the end of the leadership's validity (its time to notice
-// the canceled context and stop). A negative tolerance counts as zero.
+// tolerance past the end of the leadership's term (its loss, or the end of
+// its validity, whichever comes first: its time to notice the canceled
+// context and stop). A negative tolerance counts as zero.
 func NewLeaderHealth(tolerance time.Duration) *LeaderHealth {
 	return &LeaderHealth{tolerance: max(tolerance, 0)}
 }
@@ -52,19 +58,40 @@ func NewLeaderHealth(tolerance time.Duration) *LeaderHealth {
 func (h *LeaderHealth) Set(l *Leadership) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.l = l
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
+	h.l, h.ended = l, time.Time{}
+	if l != nil {
+		h.stop = context.AfterFunc(l.Context(), func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.l == l && h.ended.IsZero() {
+				h.ended = time.Now()
+			}
+		})
+	}
 }
 
 // ServeHTTP answers 200 while this process does not act as leader or its
-// leadership is still valid (or ended less than the tolerance ago), 503
-// otherwise.
+// term has not ended (or ended less than the tolerance ago), 503 otherwise.
 func (h *LeaderHealth) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
-	l := h.l
+	l, ended := h.l, h.ended
 	h.mu.Unlock()
 	if l == nil {
 		fmt.Fprintln(w, "ok: not leading")
 		return
+	}
+	if lctx := l.Context(); lctx.Err() != nil {
+		if ended.IsZero() {
+			ended = time.Now() // the AfterFunc has not run yet
+		}
+		if over := time.Since(ended); over >= h.tolerance {
+			http.Error(w, fmt.Sprintf("leading %q with token %d, but its leadership ended %v ago: %v", l.g.w.q.name, l.Token(), over.Round(time.Millisecond), context.Cause(lctx)), http.StatusServiceUnavailable)
+			return
+		}
 	}
 	valid := l.g.w.q.s.ValidUntil()
 	if over := time.Since(valid); over > h.tolerance {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -71,6 +72,60 @@ func TestLeaderHealth(t *testing.T) {
 	}
 	// The lease is gone, lead still runs: unhealthy once the validity ran out.
 	waitFor(t, 10*time.Second, "the leader health to fail", func() bool { return httpStatus(h) == http.StatusServiceUnavailable })
+	close(unstick)
+	waitFor(t, 10*time.Second, "the leader health to recover", func() bool { return httpStatus(h) == http.StatusOK })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeaderHealthAfterBreak checks that LeaderHealth reports a leader whose
+// term was broken (its key deleted, guarded by its create revision) while the
+// session lives on and the lead function ignores its context: the validity
+// clock alone still looks healthy then.
+func TestLeaderHealthAfterBreak(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli, WithTTL(30*time.Second))
+	h := NewLeaderHealth(0)
+	e := NewElection(s, uniqueName(t))
+	e.ReportHealth(h)
+	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	defer cancel()
+	leading := make(chan *Leadership, 1)
+	unstick := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- e.Run(ctx, "v", func(lctx context.Context) error {
+			l, _ := LeadershipFromContext(lctx)
+			if first {
+				first = false
+				leading <- l
+				<-unstick // a lead that ignores its context
+				return nil
+			}
+			<-lctx.Done()
+			return nil
+		})
+	}()
+	l := <-leading
+	if code := httpStatus(h); code != http.StatusOK {
+		t.Fatalf("leading: %d", code)
+	}
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.Key()), "=", int64(l.Token()))).
+		Then(clientv3.OpDelete(l.Key())).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("break: %v %v", resp, err)
+	}
+	<-l.Context().Done()
+	if s.Err() != nil {
+		t.Fatalf("session lost: %v", s.Err())
+	}
+	if code := httpStatus(h); code != http.StatusServiceUnavailable {
+		t.Fatalf("term broken, lead still running: %d, want 503", code)
+	}
 	close(unstick)
 	waitFor(t, 10*time.Second, "the leader health to recover", func() bool { return httpStatus(h) == http.StatusOK })
 	cancel()

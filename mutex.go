@@ -3,11 +3,14 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Mutex is a fair, distributed mutual-exclusion lock on one name. Waiters are
@@ -103,7 +106,10 @@ func (l *Lock) Guard() clientv3.Cmp {
 // call too. If the grant had been lost before, it returns an error wrapping
 // ErrNotHeld and the cause of the loss. If ctx ends before the delete is
 // confirmed, it returns ctx's error and the session's reaper finishes the
-// delete: a canceled ctx never leaves the lock held.
+// delete: a canceled ctx never leaves the lock held. If the session ends or
+// its client is closed before the delete is confirmed, it returns at once an
+// error wrapping ErrNotHeld and ErrSessionExpired (ErrSessionClosed after
+// Session.Close): the key goes with the session's lease.
 func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if ch := l.unlockDone; ch != nil {
@@ -189,11 +195,52 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 			// Never succeeds (no permission to delete): the key goes with the lease.
 			return w.q.errorf(fmt.Errorf("unlock: %w", err)), true
 		}
+		if serr := w.sessionEnded(err); serr != nil {
+			// No later attempt can succeed: the key goes with the lease.
+			w.free()
+			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
+		}
 		unknown = true
 		w.q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
-		if !sleepCtx(ctx, jitter(backoff)) {
+		if !w.sleepRelease(ctx, jitter(backoff)) {
+			if serr := w.sessionEnded(nil); serr != nil {
+				w.free()
+				return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
+			}
 			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, ctx.Err()))), false
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// sessionEnded returns the error that makes a release's retries pointless:
+// the session's own (ErrSessionExpired or ErrSessionClosed) once it ended,
+// and ErrSessionExpired once its client is closed (cli.Ctx done, or err is
+// the client's "connection is closing" error) before the session noticed.
+// It returns nil while retrying can still delete the key.
+func (w *waiter) sessionEnded(err error) error {
+	s := w.q.s
+	if serr := s.Err(); serr != nil {
+		return serr
+	}
+	if s.cli.Ctx().Err() != nil ||
+		(err != nil && status.Code(err) == codes.Canceled && strings.Contains(err.Error(), "the client connection is closing")) {
+		return ErrSessionExpired
+	}
+	return nil
+}
+
+// sleepRelease waits d between release attempts. It returns false early when
+// ctx ends, the session ends or its client is closed.
+func (w *waiter) sleepRelease(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-w.q.s.Done():
+	case <-w.q.s.cli.Ctx().Done():
+	}
+	return false
 }

@@ -144,6 +144,7 @@ type Session struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closing   chan struct{} // closed when Close is first called (Election.Run watches it)
 }
 
 // NewSession grants a lease of the configured TTL on cli and keeps it alive
@@ -194,6 +195,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.closing = make(chan struct{})
 	valid := sentAt.Add(ttl - s.margin())
 	s.validMono, s.validWall = valid, valid.Round(0)
 	giveUp := func(reason string) (*Session, error) {
@@ -590,6 +592,7 @@ func (s *Session) goRun(f func()) bool {
 // within the TTL). Later calls return the first call's result.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		wasLive := s.Err() == nil
 		s.expire(ErrSessionClosed, ReasonClosed)
 		s.mu.Lock()

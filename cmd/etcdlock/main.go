@@ -70,8 +70,9 @@
 //	       with "etcdlock: " and name the problem, and a CMD that exits
 //	       non-zero gets "etcdlock: command ... exited with status N"
 //	124    --wait ran out before the lock was granted
-//	125    the lock (or leadership) was lost while CMD ran, or its lease
-//	       could not be renewed in time and etcdlock terminated CMD
+//	125    the lock (or leadership) was lost while CMD ran (or after the
+//	       grant, before CMD started: CMD is not started then), or its
+//	       lease could not be renewed in time and etcdlock terminated CMD
 //	126    CMD exists but cannot be run
 //	127    CMD not found
 //	128+N  etcdlock got signal N while waiting for the lock (no key is left)

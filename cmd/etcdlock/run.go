@@ -465,13 +465,16 @@ func lossText(cause error) string {
 // is lost, and releases g when the command exits.
 func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []string, grace time.Duration, sigs <-chan os.Signal) error {
 	lost := g.ctx.Done()
+	lostBeforeStart := func() error {
+		a.release(s, g)
+		return exitf(exitLost, "%s %q was lost before the command started: %s", g.what, g.name, lossText(context.Cause(g.ctx)))
+	}
 	// Do not start the command on a lease that is about to run out: wait
 	// for the next keepalive first.
 	for time.Until(s.ValidUntil()) <= grace {
 		select {
 		case <-lost:
-			a.release(s, g)
-			return exitf(exitLost, "%s %q was lost before the command started: %s", g.what, g.name, lossText(context.Cause(g.ctx)))
+			return lostBeforeStart()
 		case sig := <-sigs:
 			a.release(s, g)
 			return exitf(signalCode(sig), "interrupted by %s before the command started; released %s %q", signalName(sig), g.what, g.name)
@@ -479,6 +482,14 @@ func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []strin
 		}
 	}
 
+	// Nor on a grant already lost (a break, a lost session) while the lease
+	// looked valid: check the grant's context last thing before the start.
+	// A loss after this check closes lost, which the loop below sees first
+	// thing and terminates the command for.
+	beforeStart(g)
+	if g.ctx.Err() != nil {
+		return lostBeforeStart()
+	}
 	c := &exec.Cmd{Path: path, Args: argv, Env: append(os.Environ(), g.env...), Stdout: a.stdout, Stderr: a.stderr}
 	if a.stdin != nil {
 		c.Stdin = a.stdin
@@ -553,6 +564,10 @@ func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []strin
 		}
 	}
 }
+
+// beforeStart is called by supervise right before its last check of g and
+// the command's start; tests set it to break the grant there.
+var beforeStart = func(g *grant) {}
 
 // errLeaseRanOut is the loss cause when the session's validity clock ran
 // out before the session itself noticed.
