@@ -453,3 +453,40 @@ func TestBarrierKeyLayout(t *testing.T) {
 		t.Errorf("BarrierPrefix(\"\") = %v", err)
 	}
 }
+
+// TestTryRLockAdoptsItsKey: a TryRLock whose answer was lost (applied) is
+// sent again; the retry must not write over its own key (a reader's compares
+// hold with its own key there), or the grant's token, Guard and Unlock would
+// name a create revision the key does not have.
+func TestTryRLockAdoptsItsKey(t *testing.T) {
+	cli := newClient(t, nil)
+	s := openSession(t, cli)
+	name := uniqueName(t)
+	ctx := testCtx(t, 30*time.Second)
+	var n atomic.Int32
+	hook := func(p hookPoint, err error) error {
+		if p == hookEnqueued && err == nil && n.Add(1) == 1 {
+			return context.DeadlineExceeded // applied, its answer lost
+		}
+		return err
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
+	l, err := NewRWMutex(s, name).TryRLock(ctx)
+	testHook.Store(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, l.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cli.Txn(ctx).If(l.Guard()).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uerr := l.Unlock(ctx)
+	if len(resp.Kvs) != 1 || int64(l.Token()) != resp.Kvs[0].CreateRevision || !g.Succeeded || uerr != nil {
+		t.Fatalf("token %d, key %v; Guard holds: %v; Unlock: %v", l.Token(), resp.Kvs, g.Succeeded, uerr)
+	}
+}

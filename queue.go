@@ -801,7 +801,7 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 		bcmp, sent := q.s.barrierCmp(q.dir)
 		actx, kv, attemptDone := q.s.attempt(ctx, retry)
 		resp, err := kv.Txn(actx).
-			If(append(slices.Clip(cmps), bcmp)...).
+			If(append(slices.Clip(cmps), clientv3.Compare(clientv3.CreateRevision(sk.key), "=", 0), bcmp)...).
 			Then(clientv3.OpPut(sk.key, q.s.value(value), clientv3.WithLease(q.s.lease))).
 			Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(sk.key),
 				clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())).

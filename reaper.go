@@ -79,6 +79,10 @@ func (s *Session) reapLoop() {
 		s.mu.Lock()
 		if len(s.reapQ) == 0 || s.ctx.Err() != nil {
 			rest := s.reapQ
+			if s.ctx.Err() != nil {
+				rest = append(rest, s.reapParked...)
+				s.reapParked = nil
+			}
 			s.reapQ, s.reaping = nil, false
 			s.mu.Unlock()
 			for _, it := range rest {
@@ -105,8 +109,12 @@ func (s *Session) reapLoop() {
 			continue // the session is over: the next turn ends the loop
 		case permanent(err):
 			// Never succeeds: the key goes with the lease (Close revokes it).
-			// done is not called: its name must not be reused meanwhile.
+			// done waits for the session's end: the name must not be reused
+			// meanwhile.
 			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
+			s.mu.Lock()
+			s.reapParked = append(s.reapParked, it)
+			s.mu.Unlock()
 			continue
 		}
 		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))

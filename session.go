@@ -137,6 +137,7 @@ type Session struct {
 	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
 	leaseGoneSeen bool
 	reapQ         []reapItem
+	reapParked    []reapItem       // keys the reaper may not delete: done at the session's end
 	reaping       bool // a reapLoop runs
 	slots         map[string][]bool
 	barriers      map[string]int64 // queue dir -> the barrier's mod revision (barrier.go)
@@ -384,7 +385,16 @@ func (s *Session) expire(cause error, reason string) {
 	if revoke {
 		s.wg.Add(1)
 	}
+	parked := s.reapParked // their keys go with the lease
+	s.reapParked = nil
 	s.mu.Unlock()
+	defer func() {
+		for _, it := range parked {
+			if it.done != nil {
+				it.done()
+			}
+		}
+	}()
 	if revoke {
 		go func() {
 			defer s.wg.Done()

@@ -421,16 +421,20 @@ func (a *app) precheck(ctx context.Context, cli *clientv3.Client, name string) e
 	if err != nil {
 		return exitf(exitUsage, "%s", libErr(err))
 	}
+	barriers, err := etcdlock.BarrierPrefix(name)
+	if err != nil {
+		return exitf(exitUsage, "%s", libErr(err))
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
 	_, err = cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(prefix), "<", 0)). // never true
-		Then(clientv3.OpPut(prefix+"permission-check", "")).
+		Then(clientv3.OpPut(prefix+"permission-check", ""), clientv3.OpPut(barriers+"permission-check", "")).
 		Commit()
 	if err != nil {
 		msg := errText(err)
 		if strings.Contains(msg, "permission denied") {
-			msg += fmt.Sprintf(" (the user's role needs readwrite on the prefix %q)", prefix)
+			msg += fmt.Sprintf(" (the user's role needs readwrite on the prefixes %q and %q)", prefix, barriers)
 		}
 		return exitf(exitUsage, "cannot use %q: %s", name, strings.TrimPrefix(msg, "etcdserver: "))
 	}
