@@ -137,8 +137,8 @@ type Session struct {
 	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
 	leaseGoneSeen bool
 	reapQ         []reapItem
-	reapParked    []reapItem       // keys the reaper may not delete: done at the session's end
-	reaping       bool // a reapLoop runs
+	reapParked    []reapItem // keys the reaper may not delete: done at the session's end
+	reaping       bool       // a reapLoop runs
 	slots         map[string][]bool
 	barriers      map[string]int64 // queue dir -> the barrier's mod revision (barrier.go)
 	wg            sync.WaitGroup   // every goroutine the session and its grants start
