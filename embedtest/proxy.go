@@ -457,8 +457,9 @@ func (p *proxy) pass() bool {
 // Link is a set of TCP proxies, one per member, through which a client
 // reaches the cluster (see Cluster.FlakyClient and Cluster.NewLink). Cut
 // makes the link behave like a network partition between that client and
-// every member; Restore ends the partition. A Link is safe for concurrent
-// use.
+// every member; Restore ends the partition. Hold is a Cut after which the
+// held requests are served although the client gave up on them (a
+// delay-then-deliver fault). A Link is safe for concurrent use.
 type Link struct {
 	c       *Cluster
 	gate    *gate
