@@ -172,7 +172,9 @@ func (m *Member) WaitReady(ctx context.Context) error {
 // client and peer proxies and stops forwarding (new connections are accepted
 // and closed at once, like a dead port), drops the member's outgoing raft
 // messages, then stops the server with EtcdServer.HardStop and releases it
-// with Close. There is no leadership hand-off and no graceful drain. Kill
+// with Close. There is no leadership hand-off and no graceful drain; a
+// request the server was still running when its storage closed fails with
+// codes.Unavailable (rather than panicking in etcd). Kill
 // returns when the server is fully stopped and its data can be reopened by
 // Restart. Kill of a member that is not running returns an error wrapping
 // ErrNotRunning; after Cluster.Close it returns ErrClosed.
