@@ -9,11 +9,15 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestRandomStateMachine drives a Semaphore of 2 and an RWMutex through 200
-// random steps each (acquire, release, cancel a waiter, kill a session)
-// against real etcd, and after every step checks that exactly the
+// random steps each (acquire, release, cancel a waiter, kill a session, and
+// a delay-then-deliver fault: an acquisition or a release that session 0,
+// which reaches etcd through an embedtest Link, gives up on while the link
+// holds its bytes, delivered when the link is restored) against real etcd, and after every step checks that exactly the
 // acquisitions a model says should hold do hold, in etcd and as reported to
 // their callers. The seed is logged; set ETCDLOCK_SEED to replay a run.
 func TestRandomStateMachine(t *testing.T) {
@@ -46,9 +50,42 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 	cli := newClient(t, nil)
 	name := uniqueName(t)
 	ctx := testCtx(t, 5*time.Minute)
+	// The reaper's second delete of a key of unknown outcome comes
+	// lateApply later; the delay-then-deliver steps wait for it.
+	old := lateApply
+	lateApply = time.Second
+	t.Cleanup(func() { lateApply = old })
+	// Session 0 reaches etcd through link only.
+	link, err := shared.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = link.Close() })
+	cfg := shared.ClientConfig()
+	cfg.Endpoints = link.Endpoints()
+	linkCli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = linkCli.Close() })
 	sessions := make([]*Session, 4)
+	newSession := func(i int) *Session {
+		if i == 0 {
+			return openSession(t, linkCli)
+		}
+		return openSession(t, cli)
+	}
 	for i := range sessions {
-		sessions[i] = openSession(t, cli)
+		sessions[i] = newSession(i)
+	}
+	acquire := func(ctx context.Context, s *Session, write bool) (*Lock, error) {
+		switch {
+		case kind == "semaphore":
+			return NewSemaphore(s, name, 2).Acquire(ctx)
+		case write:
+			return NewRWMutex(s, name).Lock(ctx)
+		}
+		return NewRWMutex(s, name).RLock(ctx)
 	}
 	var queue []*smAcq // the model: live acquisitions in enqueue order
 	nextID := 0
@@ -70,6 +107,12 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 	}
 	remove := func(a *smAcq) { queue = slices.DeleteFunc(queue, func(b *smAcq) bool { return b == a }) }
 
+	var lastSeen string // etcd's last state that disagreed with the model
+	defer func() {
+		if t.Failed() && lastSeen != "" {
+			t.Logf("etcd's last state: %s", lastSeen)
+		}
+	}()
 	for step := 0; step < steps; step++ {
 		op := rng.IntN(10)
 		var what string
@@ -82,20 +125,11 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 			s := sessions[a.session]
 			before := len(keysUnder(t, cli, name))
 			go func() {
-				var l *Lock
-				var err error
-				switch {
-				case kind == "semaphore":
-					l, err = NewSemaphore(s, name, 2).Acquire(actx)
-				case a.write:
-					l, err = NewRWMutex(s, name).Lock(actx)
-				default:
-					l, err = NewRWMutex(s, name).RLock(actx)
-				}
+				l, err := acquire(actx, s, a.write)
 				a.lock = l
 				a.done <- err
 			}()
-			waitFor(t, 10*time.Second, "the acquisition to queue", func() bool { return len(keysUnder(t, cli, name)) > before })
+			waitFor(t, 10*time.Second, fmt.Sprintf("the acquisition #%d (session %d) to queue at step %d", a.id, a.session, step), func() bool { return len(keysUnder(t, cli, name)) > before })
 			queue = append(queue, a)
 			what = fmt.Sprintf("acquire #%d (session %d, write %v)", a.id, a.session, a.write)
 		case op < 7: // release a holder
@@ -132,7 +166,7 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 			}
 			remove(a)
 			what = fmt.Sprintf("cancel #%d", a.id)
-		default: // kill a session: its lease is revoked from outside
+		case op == 9 && rng.IntN(2) == 0: // kill a session: its lease is revoked from outside
 			i := rng.IntN(len(sessions))
 			if _, err := cli.Revoke(ctx, sessions[i].Lease()); err != nil {
 				t.Fatal(err)
@@ -147,8 +181,44 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 					remove(a)
 				}
 			}
-			sessions[i] = openSession(t, cli)
+			sessions[i] = newSession(i)
 			what = fmt.Sprintf("kill session %d", i)
+		default: // delay-then-deliver: session 0 gives up on a held request
+			var mine []*smAcq
+			for _, h := range holders() {
+				if h.granted && h.session == 0 {
+					mine = append(mine, h)
+				}
+			}
+			link.Hold()
+			gctx, cancel := context.WithTimeout(ctx, time.Second)
+			if len(mine) > 0 && rng.IntN(2) == 0 {
+				// A release that times out: the session's reaper deletes the key.
+				h := mine[rng.IntN(len(mine))]
+				err := h.lock.Unlock(gctx)
+				remove(h)
+				what = fmt.Sprintf("release #%d through a held link (%v), delivered late", h.id, err)
+			} else {
+				// An acquisition that times out: it must neither hold nor wait.
+				write := rng.IntN(3) == 0
+				l, err := acquire(gctx, sessions[0], write)
+				if err == nil {
+					t.Fatalf("step %d: acquisition through a held link granted (token %d)", step, l.Token())
+				}
+				what = fmt.Sprintf("acquire (write %v) through a held link, given up (%v), delivered late", write, err)
+			}
+			cancel()
+			link.Restore()
+			// The request is served now, perhaps after the reaper's first
+			// delete (the member runs the two at once): the reaper's second
+			// delete, lateApply later, removes what it re-created. Until the
+			// reaper is done, etcd may still change.
+			s0 := sessions[0]
+			waitFor(t, lateApply+30*time.Second, fmt.Sprintf("session 0's reaper after step %d (%s)", step, what), func() bool {
+				s0.mu.Lock()
+				defer s0.mu.Unlock()
+				return !s0.reaping
+			})
 		}
 		// Invariants: exactly the model's holders hold, in etcd and for their callers.
 		want := holders()
@@ -172,9 +242,10 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 			default:
 			}
 		}
-		waitFor(t, 10*time.Second, "etcd to agree with the model", func() bool {
+		waitFor(t, 10*time.Second, fmt.Sprintf("etcd to agree with the model after step %d (%s)", step, what), func() bool {
 			st, err := Describe(ctx, cli, name)
 			if err != nil || len(st.Holders) != len(want) || len(st.Waiters) != len(queue)-len(want) {
+				lastSeen = fmt.Sprintf("%+v (err %v); the model: %d holders, %d waiters", st, err, len(want), len(queue)-len(want))
 				return false
 			}
 			for i, h := range want {

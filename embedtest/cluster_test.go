@@ -306,6 +306,61 @@ func TestIsolateLeader(t *testing.T) {
 	})
 }
 
+// TestLinkHold: a Put the client gave up on (deadline exceeded, then the
+// client closed) during a Hold is applied after Restore.
+func TestLinkHold(t *testing.T) {
+	ctx := testContext(t)
+	link, err := shared.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	cfg := shared.ClientConfig()
+	cfg.Endpoints = link.Endpoints()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	other := client(t, shared.Client)
+	r, err := other.Get(ctx, "hold/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := other.Watch(wctx, "hold/k", clientv3.WithRev(r.Header.Revision+1))
+	if _, err := cli.Get(ctx, "hold/warm"); err != nil { // connected
+		t.Fatal(err)
+	}
+
+	link.Hold()
+	if !link.IsCut() {
+		t.Fatal("IsCut() = false after Hold")
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = cli.Put(pctx, "hold/k", "late")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Put through a held link = %v, want deadline exceeded", err)
+	}
+	if err := cli.Close(); err != nil {
+		t.Fatal(err)
+	}
+	link.Restore()
+	select {
+	case wr := <-wch:
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(wr.Events) != 1 || string(wr.Events[0].Kv.Value) != "late" {
+			t.Fatalf("watch: %v, want the late put", wr.Events)
+		}
+	case <-ctx.Done():
+		t.Fatal("the held Put was not applied after Restore")
+	}
+}
+
 func TestFlakyClient(t *testing.T) {
 	ctx := testContext(t)
 	cli, link, err := shared.FlakyClient()

@@ -114,7 +114,13 @@
 //   - Cluster.FlakyClient returns a client that reaches the cluster through a
 //     Link. Link.Cut drops that client's traffic silently, as a network
 //     partition does (connections stay open, nothing flows); Link.Restore
-//     resumes it.
+//     resumes it. Cluster.NewLink makes a Link for clients built elsewhere
+//     (another process) on Link.Endpoints.
+//   - Link.Hold is a delay-then-deliver fault: a Cut whose held requests
+//     the member still serves after Restore although the client gave up on
+//     them (timed out, canceled, closed the connection or exited). With a
+//     plain Cut, held bytes are delivered too, but a client's cancel or
+//     close delivered with them usually stops the member from serving them.
 //
 // Member.Calls counts the gRPC requests each member received, by method: for
 // example, to check that lease keepalives go to the leader.

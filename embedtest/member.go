@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var (
@@ -170,7 +172,9 @@ func (m *Member) WaitReady(ctx context.Context) error {
 // client and peer proxies and stops forwarding (new connections are accepted
 // and closed at once, like a dead port), drops the member's outgoing raft
 // messages, then stops the server with EtcdServer.HardStop and releases it
-// with Close. There is no leadership hand-off and no graceful drain. Kill
+// with Close. There is no leadership hand-off and no graceful drain; a
+// request the server was still running when its storage closed fails with
+// codes.Unavailable (rather than panicking in etcd). Kill
 // returns when the server is fully stopped and its data can be reopened by
 // Restart. Kill of a member that is not running returns an error wrapping
 // ErrNotRunning; after Cluster.Close it returns ErrClosed.
@@ -193,6 +197,7 @@ func (m *Member) kill() error {
 	if e == nil {
 		return fmt.Errorf("embedtest: kill %s: %w", m.name, ErrNotRunning)
 	}
+	m.calls.kills.Add(1)
 	m.clientProxy.setTarget("")
 	m.peerProxy.setTarget("")
 	// The member's own outgoing raft traffic (pipeline requests to the
@@ -354,6 +359,7 @@ func (m *Member) start(state string) error {
 
 // callCounter counts gRPC requests by full method name.
 type callCounter struct {
+	kills    atomic.Int64 // Kill calls of the member
 	total    atomic.Int64
 	mu       sync.RWMutex
 	byMethod map[string]*atomic.Int64
@@ -392,12 +398,28 @@ func (cc *callCounter) get(method string) int64 {
 	return n.Load()
 }
 
-func (cc *callCounter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// killedUnder turns a panic of a request the member's Kill overtook into
+// an Unavailable error: Kill closes the member's storage under the requests
+// still running (etcd's own handlers, for example Status, then dereference
+// a closed bolt transaction). Other panics go on. kills is cc.kills when
+// the request started.
+func (cc *callCounter) killedUnder(kills int64, err *error) {
+	if cc.kills.Load() == kills {
+		return
+	}
+	if r := recover(); r != nil {
+		*err = status.Errorf(codes.Unavailable, "embedtest: member killed during the request (%v)", r)
+	}
+}
+
+func (cc *callCounter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	cc.add(info.FullMethod)
+	defer cc.killedUnder(cc.kills.Load(), &err)
 	return handler(ctx, req)
 }
 
-func (cc *callCounter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (cc *callCounter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer cc.killedUnder(cc.kills.Load(), &err)
 	return handler(srv, &countingStream{ServerStream: ss, cc: cc, method: info.FullMethod})
 }
 

@@ -4,8 +4,15 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// holdLinger is how long, after Restore, a connection whose client closed it
+// during a Hold stays open towards the member: long enough for the member to
+// take up the requests it was just handed (closing the connection cancels
+// the requests the member has not yet passed on).
+const holdLinger = 2 * time.Second
 
 // gate is a valve shared by the proxies of one Link. While it is cut the
 // proxies keep every connection open but move no bytes, as in a network
@@ -13,6 +20,7 @@ import (
 type gate struct {
 	mu   sync.Mutex
 	cut  bool
+	late bool          // cut by Hold: deliver what the client gives up on
 	open chan struct{} // closed while the gate is open
 }
 
@@ -31,13 +39,31 @@ func (g *gate) close() {
 	}
 }
 
+// closeLate is close for a Hold.
+func (g *gate) closeLate() {
+	g.close()
+	g.mu.Lock()
+	g.late = true
+	g.mu.Unlock()
+}
+
 func (g *gate) reopen() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cut {
-		g.cut = false
+		g.cut, g.late = false, false
 		close(g.open)
 	}
+}
+
+// isLate reports whether the gate is cut by a Hold.
+func (g *gate) isLate() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cut && g.late
 }
 
 func (g *gate) isCut() bool {
@@ -222,27 +248,131 @@ func (p *proxy) forward(down net.Conn, target string, gen uint64) {
 		p.untrack(down)
 		return
 	}
+	var held atomic.Bool // some of the client's bytes were held by a Hold
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.pipe(up, down)
+		p.pipeDown(up, down, &held)
 	}()
-	p.pipe(down, up)
+	p.pipeUp(down, up, &held)
 }
 
-// pipe copies src to dst until either fails, then closes both. While the
-// gate is cut it neither forwards bytes nor passes on a close.
-func (p *proxy) pipe(src, dst net.Conn) {
-	defer p.untrack(src, dst)
-	buf := make([]byte, 32<<10)
+// chunk is what one read of the client's side returned.
+type chunk struct {
+	data []byte
+	err  error
+	late bool // read while the gate was cut by a Hold
+}
+
+// chunkQueue is an unbounded queue of chunks between the reader of the
+// client's side and the writer to the member's.
+type chunkQueue struct {
+	mu    sync.Mutex
+	items []chunk
+	more  chan struct{} // signaled on push
+}
+
+func (q *chunkQueue) push(c chunk) {
+	q.mu.Lock()
+	q.items = append(q.items, c)
+	q.mu.Unlock()
+	select {
+	case q.more <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest chunk; false when done is closed first.
+func (q *chunkQueue) pop(done <-chan struct{}) (chunk, bool) {
 	for {
-		n, err := src.Read(buf)
-		if n > 0 {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			c := q.items[0]
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return c, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.more:
+		case <-done:
+			return chunk{}, false
+		}
+	}
+}
+
+// pipeUp copies the client's side (down) to the member's (up) until either
+// fails, then closes both. The client's bytes are read as they come, also
+// while the gate is cut, and written once it is open; so is its close.
+// Bytes read during a Hold are written without the client's HTTP/2 stream
+// resets and GOAWAY (see h2filter), and when the client closed the
+// connection during a Hold, the member's side stays open holdLinger after
+// the held bytes went out.
+func (p *proxy) pipeUp(down, up net.Conn, held *atomic.Bool) {
+	defer p.untrack(down, up)
+	q := &chunkQueue{more: make(chan struct{}, 1)}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := down.Read(buf)
+			q.push(chunk{data: buf[:n], err: err, late: p.gate.isLate()})
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var f h2filter
+	for {
+		c, ok := q.pop(p.done)
+		if !ok {
+			return
+		}
+		if c.late {
+			held.Store(true)
+		}
+		if !p.pass() {
+			return
+		}
+		if out := f.filter(c.data, c.late); len(out) > 0 {
+			if _, err := up.Write(out); err != nil {
+				return
+			}
+		}
+		if c.err != nil {
+			if held.Load() {
+				t := time.NewTimer(holdLinger)
+				select {
+				case <-t.C:
+				case <-p.done:
+				}
+				t.Stop()
+			}
+			return
+		}
+	}
+}
+
+// pipeDown copies the member's side (up) to the client's (down) until either
+// fails, then closes both. While the gate is cut it neither forwards bytes
+// nor passes on a close. When the client's side is gone after a Hold, it
+// discards what the member sends until pipeUp closes the member's side.
+func (p *proxy) pipeDown(up, down net.Conn, held *atomic.Bool) {
+	defer p.untrack(up, down)
+	buf := make([]byte, 32<<10)
+	discard := false
+	for {
+		n, err := up.Read(buf)
+		if n > 0 && !discard {
 			if !p.pass() {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if _, werr := down.Write(buf[:n]); werr != nil {
+				if !held.Load() {
+					return
+				}
+				discard = true
 			}
 		}
 		if err != nil {
@@ -250,6 +380,70 @@ func (p *proxy) pipe(src, dst net.Conn) {
 			return
 		}
 	}
+}
+
+// h2Preface is the client connection preface of HTTP/2 (RFC 9113, 3.4).
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// HTTP/2 frame types a Hold drops from the client's held bytes.
+const (
+	h2RSTStream = 0x3
+	h2GoAway    = 0x7
+)
+
+// h2filter follows the frames of a plain-text HTTP/2 client connection (gRPC
+// without TLS) and drops, from bytes held by a Hold, the client's RST_STREAM
+// and GOAWAY frames: the requests it gave up on then reach the member as
+// requests, not as requests already canceled. A connection that does not
+// start with the HTTP/2 preface (TLS) passes unchanged.
+type h2filter struct {
+	off  int  // bytes of the preface seen
+	raw  bool // not plain-text HTTP/2: pass everything
+	hdr  [9]byte
+	nhdr int  // bytes of the current frame header seen
+	left int  // bytes of the current frame's payload still to come
+	drop bool // the current frame is dropped
+}
+
+// filter returns what of b to forward; late says b was held by a Hold.
+func (f *h2filter) filter(b []byte, late bool) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		switch {
+		case f.raw:
+			return append(out, b[i:]...)
+		case f.off < len(h2Preface):
+			if b[i] != h2Preface[f.off] {
+				f.raw = true
+				continue
+			}
+			out = append(out, b[i])
+			f.off++
+			i++
+		case f.left > 0:
+			k := min(f.left, len(b)-i)
+			if !f.drop {
+				out = append(out, b[i:i+k]...)
+			}
+			f.left -= k
+			i += k
+		default:
+			f.hdr[f.nhdr] = b[i]
+			f.nhdr++
+			i++
+			if f.nhdr < len(f.hdr) {
+				continue
+			}
+			f.nhdr = 0
+			f.left = int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
+			typ := f.hdr[3]
+			f.drop = late && (typ == h2RSTStream || typ == h2GoAway)
+			if !f.drop {
+				out = append(out, f.hdr[:]...)
+			}
+		}
+	}
+	return out
 }
 
 // pass waits while the gate is cut; false when the proxy closes first.
@@ -263,8 +457,9 @@ func (p *proxy) pass() bool {
 // Link is a set of TCP proxies, one per member, through which a client
 // reaches the cluster (see Cluster.FlakyClient and Cluster.NewLink). Cut
 // makes the link behave like a network partition between that client and
-// every member; Restore ends the partition. A Link is safe for concurrent
-// use.
+// every member; Restore ends the partition. Hold is a Cut after which the
+// held requests are served although the client gave up on them (a
+// delay-then-deliver fault). A Link is safe for concurrent use.
 type Link struct {
 	c       *Cluster
 	gate    *gate
@@ -295,7 +490,20 @@ func (l *Link) Endpoints() []string {
 // cut within its keepalive time and timeout). Cut of a cut link does nothing.
 func (l *Link) Cut() { l.gate.close() }
 
-// Restore resumes forwarding after Cut. Restore of a link that is not cut
+// Hold is Cut for a delay-then-deliver fault: the link holds the client's
+// bytes as Cut does, and on Restore delivers them to the member even if the
+// client gave up on its requests meanwhile: of the bytes the client wrote
+// during the hold, its HTTP/2 stream resets and GOAWAY frames are dropped
+// (under WithTLS, which the link cannot read, they pass), and a connection
+// the client closed (or that died with its process) stays open towards the
+// member for 2 s after the held bytes, then closes. So a request of unknown
+// outcome to the client is served late, after the client moved on, as when
+// a slow network or an overloaded member delivers it late. What the member
+// answers the closed connection is discarded. Hold of a cut link makes the
+// current cut a hold; Restore ends it.
+func (l *Link) Hold() { l.gate.closeLate() }
+
+// Restore resumes forwarding after Cut or Hold. Restore of a link that is not cut
 // does nothing.
 func (l *Link) Restore() { l.gate.reopen() }
 

@@ -201,3 +201,37 @@ func TestCallCounter(t *testing.T) {
 		t.Errorf(`get("/c") = %d, want 0`, got)
 	}
 }
+
+// TestH2Filter: of held bytes, the filter drops RST_STREAM and GOAWAY frames
+// whole, also split across reads, and keeps the rest; bytes not held and
+// connections that are not plain-text HTTP/2 pass unchanged.
+func TestH2Filter(t *testing.T) {
+	frame := func(typ byte, payload string) string {
+		n := len(payload)
+		return string([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}) + payload
+	}
+	headers, data := frame(0x1, "hdrs"), frame(0x0, "payload")
+	rst, goaway := frame(h2RSTStream, "\x00\x00\x00\x08"), frame(h2GoAway, "12345678")
+	stream := h2Preface + headers + rst + data + goaway + data
+	for _, tc := range []struct {
+		name string
+		late bool
+		in   string
+		want string
+	}{
+		{"held", true, stream, h2Preface + headers + data + data},
+		{"not held", false, stream, stream},
+		{"tls", true, "\x16\x03\x01" + rst, "\x16\x03\x01" + rst},
+	} {
+		for split := 1; split <= len(tc.in); split++ {
+			var f h2filter
+			var got []byte
+			for i := 0; i < len(tc.in); i += split {
+				got = append(got, f.filter([]byte(tc.in[i:min(i+split, len(tc.in))]), tc.late)...)
+			}
+			if string(got) != tc.want {
+				t.Fatalf("%s, reads of %d: got %q, want %q", tc.name, split, got, tc.want)
+			}
+		}
+	}
+}

@@ -39,7 +39,16 @@ const (
 	// FIFO: waiters are granted in enqueue order; no key that reached
 	// the front of the queue while its session lived on was passed over.
 	FIFO Checker = "fifo"
+	// Shared: with shared grants (RWMutex readers, admitted with
+	// Fence.AdmitShared), no write was admitted with a token lower than a
+	// shared read admitted before it (a stale writer after a newer
+	// reader), and no shared read with a token lower than a write admitted
+	// before it.
+	Shared Checker = "shared"
 )
+
+// checkers lists every checker, in report order.
+var checkers = []Checker{Linearizability, Increments, Tokens, Grants, FIFO, Shared}
 
 // maxMessages caps the messages kept per checker.
 const maxMessages = 20
@@ -88,7 +97,7 @@ func (r *Report) Verdict() string {
 		return "PASS"
 	}
 	var failed []string
-	for _, c := range []Checker{Linearizability, Increments, Tokens, Grants, FIFO} {
+	for _, c := range checkers {
 		if r.Failed(c) {
 			failed = append(failed, string(c))
 		}
@@ -106,7 +115,7 @@ func (r *Report) String() string {
 			fmt.Fprintf(&b, " (visualization: %s)", r.Visualization)
 		}
 	}
-	for _, c := range []Checker{Linearizability, Increments, Tokens, Grants, FIFO} {
+	for _, c := range checkers {
 		for _, m := range r.Violations[c] {
 			fmt.Fprintf(&b, "\n  %s: %s", c, m)
 		}
@@ -147,12 +156,17 @@ func Check(h *History, opts Options) *Report {
 			fmt.Sprintf("inconclusive: the search did not finish within %v", opts.Timeout))
 	}
 	var unbounded int
-	for name, msgs := range map[Checker][]string{
+	results := map[Checker][]string{
 		Increments: CheckIncrements(h),
 		Tokens:     CheckTokens(h),
-		Grants:     checkGrants(h, &unbounded),
-		FIFO:       CheckFIFO(h),
-	} {
+		Shared:     CheckShared(h),
+	}
+	if !h.SharedGrants {
+		// Their model of the queue is a Mutex's.
+		results[Grants] = checkGrants(h, &unbounded)
+		results[FIFO] = CheckFIFO(h)
+	}
+	for name, msgs := range results {
 		if len(msgs) > 0 {
 			r.Violations[name] = msgs
 		}
@@ -358,10 +372,16 @@ func CheckTokens(h *History) []string {
 		if a.Write {
 			what = "write"
 		}
-		if a.Token < highest {
+		if a.Shared {
+			// Shared reads hold at once and arrive in any order: Shared
+			// checks them against the writes.
+			what = "shared read"
+		} else if a.Token < highest {
 			v.add("stale %s admitted: token %d at %d after token %d had been admitted", what, a.Token, a.Seq, highest)
 		}
-		highest = max(highest, a.Token)
+		if !a.Shared {
+			highest = max(highest, a.Token)
+		}
 		g, ok := granted[a.Token]
 		if !ok {
 			v.add("%s admitted at %d with token %d, which no client reported granted", what, a.Seq, a.Token)
@@ -379,6 +399,37 @@ func CheckTokens(h *History) []string {
 				v.add("guarded write at revision %d with token %d, whose key was not the lowest live key at revision %d",
 					a.Seq, a.Token, a.Seq-1)
 			}
+		}
+	}
+	return v.list()
+}
+
+// CheckShared checks the admissions of writes against those of shared
+// reads (see Shared) and returns what it found.
+func CheckShared(h *History) []string {
+	var v violations
+	adm := append([]Admission(nil), h.Admissions...)
+	sort.SliceStable(adm, func(i, j int) bool { return adm[i].Seq < adm[j].Seq })
+	var reader, writer etcdlock.Token // highest admitted so far
+	var readerSeq int64
+	for _, a := range adm {
+		if !a.Admitted {
+			continue
+		}
+		switch {
+		case a.Shared:
+			if a.Token < writer {
+				v.add("stale shared read admitted: token %d at %d after write token %d had been admitted", a.Token, a.Seq, writer)
+			}
+			if a.Token > reader {
+				reader, readerSeq = a.Token, a.Seq
+			}
+		case a.Write:
+			if a.Token < reader {
+				v.add("stale write admitted: token %d at %d after a shared read with the newer token %d had been admitted at %d",
+					a.Token, a.Seq, reader, readerSeq)
+			}
+			writer = max(writer, a.Token)
 		}
 	}
 	return v.list()

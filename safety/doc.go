@@ -3,7 +3,7 @@
 // as etcd sees it and that a resource which checks fencing tokens never
 // accepts an older holder's write.
 //
-// The package's tests run three workloads against an in-process 5-member
+// The package's tests run four workloads against an in-process 5-member
 // etcd cluster (package embedtest) with worker processes that really are
 // processes (the test binary re-executed), so that they can be SIGSTOPped
 // past their lease and SIGKILLed:
@@ -14,19 +14,24 @@
 //   - guarded etcd state: the same loop, with the counter in etcd and every
 //     read and write a Txn guarded by Lock.Guard;
 //   - an election: leaders chosen by Election.Run write heartbeats (the same
-//     increments) to a fenced Register.
+//     increments) to a fenced Register;
+//   - read-write: RWMutex writers increment a fenced Register (Fence.Admit)
+//     and readers read it with SharedHeader (Fence.AdmitShared).
 //
 // Meanwhile a schedule of faults runs: pauses of workers (also exactly
 // between a read and its write, until the lease has expired and the next
 // holder has read), SIGKILLs, member crashes, leader crashes, isolated
-// members, two of five members down, and compactions. Everything is healed
+// members, two of five members down, compactions, and holds of the link
+// through which the workers reach one member (embedtest's Link.Hold: what
+// they send meanwhile is delivered after they gave up on it). Everything is healed
 // before the end.
 //
 // What the clients saw is collected in a History and judged by Check:
 // linearizability of the increments (github.com/anishathalye/porcupine),
 // no acknowledged increment lost or applied twice, tokens admitted by the
 // resource only ever increasing, grants that agree with etcd's own record of
-// the queue (a watch opened before the first operation), and FIFO order.
+// the queue (a watch opened before the first operation), FIFO order, and no
+// write admitted after a shared read with a newer token.
 // A self-test runs the same suite against deliberately broken registers
 // (Unfenced, FenceWritesOnly) and asserts that the checkers fail them.
 //

@@ -2,13 +2,16 @@
 
 package safety
 
-// The fault schedule: two lanes run at once until the cell's time is up.
+// The fault schedule: three lanes run at once until the cell's time is up.
 // The member lane crashes and restarts a member, crashes the leader,
 // isolates a member, takes 2 of 5 members down, or compacts, one episode at
 // a time (at least 3 of 5 members up and connected throughout), healing each
 // before the next. The worker lane pauses workers (SIGSTOP) at random points
 // or inside the critical section, SIGKILLs them (a new worker replaces each),
 // and arms targeted pauses (see scenario) until the cell's minimums hold.
+// The link lane holds the workers' way to one member (Link.Hold): what they
+// send it meanwhile reaches it 12-22 s later, after they gave up on it,
+// longer than the library's late-application window (10 s).
 
 import (
 	"context"
@@ -62,6 +65,28 @@ func (c *cell) memberLane(ctx context.Context) {
 		if after := c.c.Leader(); after != before {
 			rest = 2 * c.cfg.ttl
 		}
+	}
+}
+
+// Bounds of a hold of the workers' link: past the library's lateApply (10 s)
+// plus the time to reuse a freed name, so that a write of unknown outcome
+// is delivered after the library stopped expecting it.
+const (
+	holdMin = 12 * time.Second
+	holdMax = 22 * time.Second
+)
+
+// linkLane holds the workers' link to one member for holdMin-holdMax, then
+// restores it (what was held is delivered, see Link.Hold), and again 1-4 s
+// later. The workers keep running and reach the other members directly.
+func (c *cell) linkLane(ctx context.Context) {
+	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
+		c.link.Hold()
+		c.mu.Lock()
+		c.n.holds++
+		c.mu.Unlock()
+		sleepCtx(ctx, c.randDur(holdMin, holdMax))
+		c.link.Restore()
 	}
 }
 

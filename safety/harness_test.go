@@ -68,6 +68,7 @@ type counts struct {
 	kills, forcedKills                 int
 	memberCrashes, leaderCrashes       int
 	twoDown, isolations, compactions   int
+	holds                              int // delay-then-deliver holds of the workers' link
 	pauseExpiries, targetedExpiries    int
 	sessionsLost, lockErrors, grants   int
 	scenarios, clean                   int
@@ -90,6 +91,7 @@ func (a *counts) add(b counts) {
 	a.leaderCrashes += b.leaderCrashes
 	a.twoDown += b.twoDown
 	a.isolations += b.isolations
+	a.holds += b.holds
 	a.compactions += b.compactions
 	a.pauseExpiries += b.pauseExpiries
 	a.targetedExpiries += b.targetedExpiries
@@ -102,11 +104,11 @@ func (a *counts) add(b counts) {
 
 func (a counts) String() string {
 	return fmt.Sprintf("ops acknowledged=%d failed=%d unknown=%d | pauses=%d (targeted %d, in critical section %d, random %d) kills=%d | "+
-		"member crashes=%d (leader %d, 2-of-5-down %d) isolations=%d compactions=%d | "+
+		"member crashes=%d (leader %d, 2-of-5-down %d) isolations=%d compactions=%d link holds=%d | "+
 		"lease expiries from pauses=%d (targeted %d) sessions lost=%d | stale writes rejected=%d stale reads rejected=%d | "+
 		"grants=%d targeted scenarios=%d (clean %d)",
 		a.acked, a.failed, a.unknown, a.pauses, a.targeted, a.csPauses, a.random, a.kills,
-		a.memberCrashes, a.leaderCrashes, a.twoDown, a.isolations, a.compactions,
+		a.memberCrashes, a.leaderCrashes, a.twoDown, a.isolations, a.compactions, a.holds,
 		a.pauseExpiries, a.targetedExpiries, a.sessionsLost, a.staleWrites, a.staleReads,
 		a.grants, a.scenarios, a.clean)
 }
@@ -186,6 +188,10 @@ type cell struct {
 	cfg cellConfig
 	c   *embedtest.Cluster
 	cli *clientv3.Client
+	// link is the workers' way to member linked (a follower at the start):
+	// the link lane holds it (delay-then-deliver, Link.Hold).
+	link   *embedtest.Link
+	linked int
 
 	name, dir, prefix, counterKey, sentinel, target string
 
@@ -263,6 +269,16 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 	}
 	defer cli.Close()
 	c.cli = cli
+	if c.link, err = c.c.NewLink(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.link.Close()
+	for i, m := range c.c.Members() {
+		if m != c.c.Leader() {
+			c.linked = i
+			break
+		}
+	}
 	if c.rec, err = startRecorder(cli, c.prefix); err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +310,9 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 	var lanes sync.WaitGroup
 	plan := openingPlan(cfg)
 	c.planLeft = len(plan)
-	lanes.Add(2)
+	lanes.Add(3)
 	go func() { defer lanes.Done(); c.memberLane(faultCtx) }()
+	go func() { defer lanes.Done(); c.linkLane(faultCtx) }()
 	go func() { defer lanes.Done(); c.workerLane(faultCtx, plan) }()
 	start := time.Now()
 	if os.Getenv("ETCDLOCK_SAFETY_TRACE") != "" {
@@ -334,6 +351,7 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 
 	// The final value, then etcd's record up to a sentinel written last.
 	h := c.history()
+	h.SharedGrants = cfg.role == roleRW
 	ctx, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
 	c.waitQueueEmpty(ctx)
@@ -359,8 +377,11 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 	errs := append([]string(nil), c.errs...)
 	c.mu.Unlock()
 	resource := cfg.mode.String() + " register"
-	if cfg.role == roleEtcd {
+	switch cfg.role {
+	case roleEtcd:
 		resource = "counter in etcd behind Lock.Guard"
+	case roleRW:
+		resource = cfg.mode.String() + " register, RWMutex readers admitted shared"
 	}
 	summarize(t, "safety %s (%s, %v of faults, seed %d): %s | %d ops, %d grants and %d queue events checked in %v (%d grants without a later probe): verdict %s",
 		cfg.name, resource, faultTime.Round(100*time.Millisecond), cfg.seed, res.n,
@@ -462,7 +483,7 @@ func (c *cell) spawn() error {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		envRole+"="+c.cfg.role,
-		envEndpoints+"="+strings.Join(c.c.Endpoints(), ","),
+		envEndpoints+"="+strings.Join(c.workerEndpoints(), ","),
 		envName+"="+c.name,
 		envTTL+"="+c.cfg.ttl.String(),
 		envTarget+"="+c.target,
@@ -921,9 +942,18 @@ func (c *cell) stopWorkers() {
 	}
 }
 
-// healAll restarts killed members, heals isolated ones, and waits for every
-// member to serve and for a leader.
+// workerEndpoints are the members' endpoints, with the linked member's
+// through the link.
+func (c *cell) workerEndpoints() []string {
+	eps := c.c.Endpoints()
+	eps[c.linked] = c.link.Endpoints()[c.linked]
+	return eps
+}
+
+// healAll restores the workers' link, restarts killed members, heals
+// isolated ones, and waits for every member to serve and for a leader.
 func (c *cell) healAll() {
+	c.link.Restore()
 	for _, m := range c.c.Members() {
 		if m.Isolated() {
 			if err := m.Heal(); err != nil {

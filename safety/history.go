@@ -112,6 +112,9 @@ type History struct {
 	Queue    []QueueEvent // in revision order
 	// Grants are the grants the clients reported.
 	Grants []Grant
+	// SharedGrants says that some grants were shared (RWMutex readers):
+	// Grants and FIFO, whose model of the queue is a Mutex's, are not run.
+	SharedGrants bool
 	// Probes are revision probes in the order they were issued.
 	Probes []Probe
 }

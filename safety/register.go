@@ -52,6 +52,7 @@ type Admission struct {
 	// not known.
 	At       int64
 	Write    bool           // a write; else a read
+	Shared   bool           // a read under a shared grant (SharedHeader), admitted by Fence.AdmitShared
 	Token    etcdlock.Token // the token the request carried
 	Admitted bool           // whether the resource let it through
 	// Prev is the value before the request.
@@ -59,6 +60,11 @@ type Admission struct {
 	// Value is what a read returned or what a write wrote.
 	Value int64
 }
+
+// SharedHeader, set to "1" on a GET, marks a read under a shared grant (an
+// RWMutex reader): a Fenced register admits it with Fence.AdmitShared
+// instead of Fence.Admit.
+const SharedHeader = "Fencing-Shared"
 
 // Register is the resource of the register workloads: one integer served
 // over HTTP, whose reads and writes carry a fencing token in the
@@ -111,7 +117,7 @@ func (r *Register) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	switch req.Method {
 	case http.MethodGet:
-		v, ok := r.read(tok)
+		v, ok := r.read(tok, req.Header.Get(SharedHeader) == "1")
 		if !ok {
 			http.Error(w, "stale token", http.StatusConflict)
 			return
@@ -138,14 +144,17 @@ func (r *Register) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func (r *Register) read(tok etcdlock.Token) (int64, bool) {
+func (r *Register) read(tok etcdlock.Token, shared bool) (int64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ok := true
-	if r.mode == Fenced {
+	switch {
+	case r.mode == Fenced && shared:
+		ok = r.fence.AdmitShared(tok) == nil
+	case r.mode == Fenced:
 		ok = r.fence.Admit(tok) == nil
 	}
-	r.record(Admission{Token: tok, Admitted: ok, Prev: r.value, Value: r.value})
+	r.record(Admission{Token: tok, Shared: shared, Admitted: ok, Prev: r.value, Value: r.value})
 	return r.value, ok
 }
 

@@ -62,7 +62,7 @@ func safetySeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-// TestSafety runs the three workloads under a mixed fault schedule and
+// TestSafety runs the four workloads under a mixed fault schedule and
 // requires every checker to pass.
 func TestSafety(t *testing.T) {
 	d := safetyDuration(t)
@@ -73,6 +73,7 @@ func TestSafety(t *testing.T) {
 		{"fenced-register", roleRegister},
 		{"guarded-etcd", roleEtcd},
 		{"election", roleElection},
+		{"read-write", roleRW},
 	} {
 		t.Run(wl.name, func(t *testing.T) {
 			res := runCell(t, cellConfig{name: wl.name, role: wl.role, mode: Fenced, duration: d,
@@ -96,7 +97,7 @@ func TestSafety(t *testing.T) {
 			ran++
 		})
 	}
-	if ran == 3 {
+	if ran == 4 {
 		summarize(t, "safety totals: %s", total)
 		if total.acked < minTotalAcked || total.pauseExpiries < minTotalExpiries {
 			t.Errorf("totals below the minimums: %d acknowledged increments (want >= %d), %d lease expiries from pauses (want >= %d)",

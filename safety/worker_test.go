@@ -60,6 +60,7 @@ const (
 	roleRegister = "register" // Mutex + fenced HTTP register
 	roleEtcd     = "etcd"     // Mutex + counter in etcd behind Lock.Guard
 	roleElection = "election" // Election.Run + fenced HTTP register
+	roleRW       = "rw"       // RWMutex writers (Fence.Admit) and readers (Fence.AdmitShared) + fenced HTTP register
 )
 
 // opTimeout bounds each read and write of the resource.
@@ -115,7 +116,7 @@ func runWorker(role string) int {
 		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout)}
 	target := os.Getenv(envTarget)
 	switch role {
-	case roleRegister, roleElection:
+	case roleRegister, roleElection, roleRW:
 		w.res = &httpRegister{url: target, c: &http.Client{Timeout: opTimeout}}
 	case roleEtcd:
 		w.res = &etcdCounter{cli: cli, key: target}
@@ -123,9 +124,12 @@ func runWorker(role string) int {
 		return fail(fmt.Errorf("unknown role %q", role))
 	}
 	go w.readStdin()
-	if role == roleElection {
+	switch role {
+	case roleElection:
 		w.runElection()
-	} else {
+	case roleRW:
+		w.runRW()
+	default:
 		w.runMutex()
 	}
 	if w.sess != nil {
@@ -256,6 +260,67 @@ func (w *worker) runElection() {
 	}
 }
 
+// runRW locks an RWMutex, as a writer (an increment, like runMutex) two
+// times in three, else as a reader: a shared read of the register, then
+// the harness's GO (so that a reader can be held while it holds), then
+// RUnlock. A reader reports its read as an increment it did not send.
+func (w *worker) runRW() {
+	for w.ctx.Err() == nil {
+		s := w.session()
+		if s == nil {
+			continue
+		}
+		reader := rand.IntN(3) == 0
+		m := etcdlock.NewRWMutex(s, w.name)
+		lock := m.Lock
+		if reader {
+			lock = m.RLock
+		}
+		w.say("ENQ %d", monoNow())
+		l, err := lock(w.ctx)
+		if err != nil {
+			if w.ctx.Err() == nil {
+				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+			}
+			continue
+		}
+		w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
+		if reader {
+			w.sharedRead(l)
+		} else {
+			w.incr(l)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err = l.Unlock(ctx)
+		cancel()
+		status := "ok"
+		if err != nil {
+			status = oneLine(err)
+		}
+		w.say("UNLOCKED %d %s", l.Token(), status)
+	}
+}
+
+// sharedRead is incr for a reader: the read is shared and nothing is
+// written.
+func (w *worker) sharedRead(l guarded) {
+	tok := l.Token()
+	reg := w.res.(*httpRegister)
+	rc := monoNow()
+	v, st := reg.readShared(w.ctx, l)
+	rr := monoNow()
+	w.say("READ %d %d %d %s %d", tok, rc, rr, st, v)
+	if st != "ok" {
+		return
+	}
+	w.say("ABOUT_TO_WRITE %d %d", tok, v)
+	select {
+	case <-w.goCh:
+	case <-w.ctx.Done():
+	}
+	w.say("WROTE %d 0 0 skipped", tok)
+}
+
 // incr reads the value with the grant's token and writes value+1 with it,
 // after the harness's GO. It does not look at whether the grant is still
 // current before writing: that is the resource's job (fencing).
@@ -286,7 +351,7 @@ type httpRegister struct {
 	c   *http.Client
 }
 
-func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token, body string) (int, string, error) {
+func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token, body string, shared bool) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, r.url, strings.NewReader(body))
@@ -294,6 +359,9 @@ func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token
 		return 0, "", err
 	}
 	req.Header.Set(etcdlock.TokenHeader, tok.String())
+	if shared {
+		req.Header.Set(SharedHeader, "1")
+	}
 	resp, err := r.c.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -304,7 +372,16 @@ func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token
 }
 
 func (r *httpRegister) read(ctx context.Context, l guarded) (int64, string) {
-	code, body, err := r.do(ctx, http.MethodGet, l.Token(), "")
+	return r.get(ctx, l, false)
+}
+
+// readShared is read under a shared grant (SharedHeader).
+func (r *httpRegister) readShared(ctx context.Context, l guarded) (int64, string) {
+	return r.get(ctx, l, true)
+}
+
+func (r *httpRegister) get(ctx context.Context, l guarded, shared bool) (int64, string) {
+	code, body, err := r.do(ctx, http.MethodGet, l.Token(), "", shared)
 	switch {
 	case err != nil:
 		return 0, "err"
@@ -321,7 +398,7 @@ func (r *httpRegister) read(ctx context.Context, l guarded) (int64, string) {
 }
 
 func (r *httpRegister) write(ctx context.Context, l guarded, v int64) string {
-	code, _, err := r.do(ctx, http.MethodPut, l.Token(), strconv.FormatInt(v, 10))
+	code, _, err := r.do(ctx, http.MethodPut, l.Token(), strconv.FormatInt(v, 10), false)
 	switch {
 	case err != nil:
 		return "unknown"
