@@ -50,11 +50,6 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 	cli := newClient(t, nil)
 	name := uniqueName(t)
 	ctx := testCtx(t, 5*time.Minute)
-	// The reaper's second delete of a key of unknown outcome comes
-	// lateApply later; the delay-then-deliver steps wait for it.
-	old := lateApply
-	lateApply = time.Second
-	t.Cleanup(func() { lateApply = old })
 	// Session 0 reaches etcd through link only.
 	link, err := shared.NewLink()
 	if err != nil {
@@ -209,12 +204,12 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 			}
 			cancel()
 			link.Restore()
-			// The request is served now, perhaps after the reaper's first
-			// delete (the member runs the two at once): the reaper's second
-			// delete, lateApply later, removes what it re-created. Until the
-			// reaper is done, etcd may still change.
+			// The request is served now, perhaps after the reaper raised
+			// the session's barrier (then it writes nothing) or before (then
+			// the reaper's read finds and deletes it). Until the reaper is
+			// done, etcd may still change.
 			s0 := sessions[0]
-			waitFor(t, lateApply+30*time.Second, fmt.Sprintf("session 0's reaper after step %d (%s)", step, what), func() bool {
+			waitFor(t, 30*time.Second, fmt.Sprintf("session 0's reaper after step %d (%s)", step, what), func() bool {
 				s0.mu.Lock()
 				defer s0.mu.Unlock()
 				return !s0.reaping

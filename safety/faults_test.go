@@ -68,9 +68,10 @@ func (c *cell) memberLane(ctx context.Context) {
 	}
 }
 
-// Bounds of a hold of the workers' link: past the library's lateApply (10 s)
-// plus the time to reuse a freed name, so that a write of unknown outcome
-// is delivered after the library stopped expecting it.
+// Bounds of a hold of the workers' link: past the 10 s after which an
+// earlier design stopped expecting a write of unknown outcome, plus the time
+// to reuse a freed name, so that such a write is delivered after the library
+// gave it up.
 const (
 	holdMin = 12 * time.Second
 	holdMax = 22 * time.Second
