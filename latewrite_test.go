@@ -1,0 +1,342 @@
+package etcdlock
+
+// Regression tests for writes that are applied late: a request held back on
+// a cut network path and delivered after the library has given up on it and
+// moved on (reused the key's name, freed it). Each test makes its own
+// cluster and a client whose endpoints reach two followers, each through a
+// Link of its own, so one path can be cut while the other works; the
+// balanced connection round-robins over the paths that are up, and the
+// tests steer the library's next request onto the path they want with
+// probes (see steer).
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	methodTxn    = "/etcdserverpb.KV/Txn"
+	methodDelete = "/etcdserverpb.KV/DeleteRange"
+	// lateTTL is long enough for a session to outlive the cuts of these
+	// tests without a keepalive stall (the stall limit is TTL/5).
+	lateTTL = 30 * time.Second
+)
+
+// paths is a client whose i-th endpoint reaches members[i] through links[i]
+// only (AutoSyncInterval 0: it never learns the members' own endpoints).
+type paths struct {
+	cli     *clientv3.Client
+	members []*embedtest.Member
+	links   []*embedtest.Link
+}
+
+func newPaths(t *testing.T, c *embedtest.Cluster, members ...*embedtest.Member) *paths {
+	t.Helper()
+	p := &paths{members: members}
+	var eps []string
+	for _, m := range members {
+		l, err := c.NewLink()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		idx := -1
+		for i, cm := range c.Members() {
+			if cm == m {
+				idx = i
+			}
+		}
+		p.links = append(p.links, l)
+		eps = append(eps, l.Endpoints()[idx])
+	}
+	cfg := c.ClientConfig()
+	cfg.Endpoints = eps
+	cfg.AutoSyncInterval = 0
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	p.cli = cli
+	return p
+}
+
+// restoreAll restores every link (registered as a cleanup after the
+// sessions, so it runs before they close and their revokes get through).
+func (p *paths) restoreAll() {
+	for _, l := range p.links {
+		l.Restore()
+	}
+}
+
+// writes counts the writes (Txn, DeleteRange) member m has received.
+func writes(m *embedtest.Member) int64 { return m.Calls(methodTxn) + m.Calls(methodDelete) }
+
+// probe sends a serializable Get over cli with a short timeout: true if it
+// was answered (the balancer picked an open path), false if it timed out (it
+// picked a cut one; the Get is held there, harmless).
+func probe(cli *clientv3.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := cli.Get(ctx, "latewrite/probe", clientv3.WithSerializable())
+	return err == nil
+}
+
+// steer leaves cli's round-robin balancer, over exactly two connected paths
+// of which one is cut, so that its next request goes over the cut path
+// (toCut) or the open one. The balancer takes the paths in turn, so a probe
+// that times out was on the cut path and the next request goes to the open
+// one, and vice versa; a cut path is seen at least once, so it is known to
+// be in the rotation.
+func steer(t *testing.T, cli *clientv3.Client, toCut bool) {
+	t.Helper()
+	sawCut := false
+	for i := 0; i < 8; i++ {
+		if !probe(cli) {
+			sawCut = true
+			if !toCut {
+				return
+			}
+			continue
+		}
+		if sawCut && toCut {
+			return
+		}
+	}
+	t.Fatal("cannot steer the balancer: the cut path is not in its rotation")
+}
+
+// awaitPathDown waits until cli's balancer no longer uses a cut path (the
+// client's keepalive closed its connection, and a new one cannot complete
+// its handshake while the path is cut): two probes in a row are answered.
+func awaitPathDown(t *testing.T, cli *clientv3.Client, d time.Duration) {
+	t.Helper()
+	ok := 0
+	waitFor(t, d, "the cut path to leave the balancer's rotation", func() bool {
+		if probe(cli) {
+			ok++
+		} else {
+			ok = 0
+		}
+		return ok >= 2
+	})
+}
+
+// awaitDelivery waits (at most d) until member m has received a write more
+// than before: the held-back bytes of a restored link reached it. It reports
+// whether that was seen.
+func awaitDelivery(m *embedtest.Member, before int64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for writes(m) <= before {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// followersOf returns the members other than leader.
+func followersOf(c *embedtest.Cluster, leader *embedtest.Member) []*embedtest.Member {
+	var out []*embedtest.Member
+	for _, m := range c.Members() {
+		if m != leader {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// relock locks name on s until it gets the key name want (a name the
+// session used before and must free first), for at most d; it returns the
+// last grant either way and whether its key is want. It polls: when a
+// session frees a name is not observable.
+func relock(t *testing.T, s *Session, name, want string, d time.Duration) (*Lock, bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		l := mustLock(t, NewMutex(s, name))
+		if l.Key() == want || time.Now().After(deadline) {
+			return l, l.Key() == want
+		}
+		if err := l.Unlock(testCtx(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestLateDeleteCannotFreeAReusedName: a Lock given up while its enqueue Txn
+// is held on a cut path leaves a key of unknown outcome; the reaper's delete
+// of it is held on another cut path, times out, and a retry on the open
+// path succeeds. The session frees the name and takes it again for a new
+// grant, with a second session waiting behind it. When the path heals, the
+// held-back delete must not delete the new grant's key: the waiter must not
+// be granted while the holder holds (it never unlocked).
+func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
+	c := embedtest.Start(t)
+	leader := waitLeader(t, c)
+	fs := followersOf(c, leader)
+	p := newPaths(t, c, fs...)
+	cut, open := p.links[0], p.links[1] // cut reaches fs[0], open fs[1]
+	direct := newClient(t, c)
+	s1 := openSession(t, p.cli, WithTTL(lateTTL), WithIdentity("holder"))
+	s2 := openSession(t, direct, WithIdentity("waiter"))
+	t.Cleanup(p.restoreAll)
+	name := uniqueName(t)
+	ctx := testCtx(t, time.Minute)
+
+	// The name the session's first key of this lock gets (its slot 0).
+	l0 := mustLock(t, NewMutex(s1, name))
+	key := l0.Key()
+	if err := l0.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Enqueue over the open path while it is cut too, and give up: the
+	// Txn's outcome is unknown. The reaper's delete of the key goes next,
+	// over the cut path, where it is held.
+	cut.Cut()
+	steer(t, p.cli, false)
+	open.Cut()
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := NewMutex(s1, name).Lock(lctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Lock over a cut path succeeded")
+	}
+	open.Restore()
+	t.Logf("Lock gave up: %v", err)
+
+	// The session frees the name and reuses it.
+	l1, reused := relock(t, s1, name, key, 30*time.Second)
+	t.Logf("holder %s (token %d), name reused: %v", l1.Key(), l1.Token(), reused)
+	held := l1.Context()
+	granted := make(chan *Lock, 1)
+	failed := make(chan error, 1)
+	go func() {
+		l, err := NewMutex(s2, name).Lock(ctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		granted <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter to queue", func() bool { return len(keysUnder(t, direct, name)) == 2 })
+
+	// Heal: what the cut path held back reaches its member.
+	before := writes(fs[0])
+	cut.Restore()
+	if !awaitDelivery(fs[0], before, 10*time.Second) {
+		t.Logf("no held-back write reached %s", fs[0].Name())
+	}
+	// Nothing else happens now: the holder holds, the waiter waits.
+	select {
+	case l := <-granted:
+		t.Fatalf("two holders: the waiter was granted %s (token %d) while %s (token %d) never unlocked (its context: %v); keys now %v",
+			l.Key(), l.Token(), l1.Key(), l1.Token(), context.Cause(held), keysUnder(t, direct, name))
+	case err := <-failed:
+		t.Fatalf("waiter: %v", err)
+	case <-held.Done():
+		t.Fatalf("the holder lost %s without unlocking: %v; keys now %v", l1.Key(), context.Cause(held), keysUnder(t, direct, name))
+	case <-time.After(3 * time.Second): // asserts that nothing happens
+	}
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	select {
+	case l := <-granted:
+		_ = l.Unlock(ctx)
+	case err := <-failed:
+		t.Fatalf("waiter: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the waiter was never granted after the holder unlocked")
+	}
+}
+
+// TestLateEnqueueLeavesNoPhantomKey: a Lock's first enqueue Txn is held on
+// a cut path; its retry on the open path is granted, and the lock is used,
+// released and its name freed (the session reuses it). When the path heals,
+// the held-back Txn must not re-create the key on the session's live lease:
+// no key of the session may remain that no grant accounts for, and another
+// session's TryLock must succeed.
+func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) {
+	c := embedtest.Start(t)
+	leader := waitLeader(t, c)
+	fs := followersOf(c, leader)
+	p := newPaths(t, c, fs...)
+	cut := p.links[0] // reaches fs[0]
+	direct := newClient(t, c)
+	s1 := openSession(t, p.cli, WithTTL(lateTTL), WithIdentity("first"))
+	s2 := openSession(t, direct, WithIdentity("second"))
+	t.Cleanup(p.restoreAll)
+	name := uniqueName(t)
+	ctx := testCtx(t, time.Minute)
+
+	// The first attempt goes over the cut path and is held; the retry
+	// goes over the open one.
+	cut.Cut()
+	steer(t, p.cli, true)
+	l := mustLock(t, NewMutex(s1, name))
+	key := l.Key()
+	t.Logf("granted %s (token %d) on a retry", key, l.Token())
+	// Release once the cut path is out of the rotation, so the release and
+	// whatever follows it go over the open path.
+	awaitPathDown(t, p.cli, 15*time.Second)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The session frees the name: it takes it again (and lets it go).
+	l2, reused := relock(t, s1, name, key, 30*time.Second)
+	t.Logf("name reused: %v", reused)
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Heal, watching the lock's keys: the held-back Txn reaches its member.
+	resp, err := direct.Get(ctx, "latewrite/rev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := direct.Watch(wctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	before := writes(fs[0])
+	cut.Restore()
+	if !awaitDelivery(fs[0], before, 10*time.Second) {
+		t.Logf("no held-back write reached %s", fs[0].Name())
+	}
+	// A write it carries is applied within moments of its arrival.
+	select {
+	case wr := <-wch:
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.PUT {
+				t.Errorf("phantom key: %s was created at revision %d on lease %x after its grant was released (s1's lease %x)",
+					ev.Kv.Key, ev.Kv.CreateRevision, ev.Kv.Lease, int64(s1.Lease()))
+			}
+		}
+	case <-time.After(2 * time.Second): // asserts that nothing happens
+	}
+	if keys := keysUnder(t, direct, name); len(keys) != 0 {
+		t.Errorf("keys under %q with no grant: %v", name, keys)
+	}
+	tl, err := NewMutex(s2, name).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("another session's TryLock: %v", err)
+	}
+	if err := tl.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	_ = errors.Is
+	_ = strings.Contains
+)
