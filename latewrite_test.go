@@ -1,20 +1,22 @@
 package etcdlock
 
 // Regression tests for writes that are applied late: a request held back on
-// a cut network path and delivered after the library has given up on it and
-// moved on (reused the key's name, freed it). Each test makes its own
+// a cut network path and delivered after the library gave up on it and
+// moved on (freed the key's name, reused it). Each test makes its own
 // cluster and a client whose endpoints reach two followers, each through a
-// Link of its own, so one path can be cut while the other works. The
-// balanced connection takes the connected paths in turn, so of several
-// acquisitions started at once about half send their first request over
-// the cut path: each test runs lateNames of them, since a request held back
-// together with its cancellation (the client gave up on it) is applied by
-// the member only when the member starts it before it sees the cancellation.
+// Link of its own, so that one path can be cut while the other works. The
+// client's balanced connection takes its connected paths in turn, which
+// lets the test steer the library's next request onto a path (steer).
+//
+// A request the client gave up on is followed on its connection by its
+// cancellation (RST_STREAM); delivered together, the member may or may not
+// start the request before it sees the cancellation. pulse delivers the
+// first bytes a path held back and holds the rest, so the test can arrange
+// for a held request to arrive alone, long after its cancellation was sent,
+// as a request delayed in the network can.
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +31,6 @@ const (
 	// lateTTL is long enough for a session to outlive the cuts of these
 	// tests without a keepalive stall (the stall limit is TTL/5).
 	lateTTL = 30 * time.Second
-	// lateNames is how many names each test acquires at once.
-	lateNames = 6
 )
 
 // paths is a client whose i-th endpoint reaches members[i] through links[i]
@@ -93,6 +93,40 @@ func probe(cli *clientv3.Client) bool {
 	return err == nil
 }
 
+// pulse delivers what each connection through l first held back since l
+// was cut, and holds back the rest: it restores l and cuts it again at once.
+// A link's proxy forwards the bytes of one read from a connection per
+// restore; the read that follows, with whatever the client wrote later,
+// waits for the next restore.
+func pulse(l *embedtest.Link) {
+	l.Restore()
+	l.Cut()
+}
+
+// steer leaves cli's round-robin balancer, over exactly two connected paths
+// of which one is cut, so that its next request goes over the cut path
+// (toCut) or the open one. The balancer takes the paths in turn: a probe
+// that times out went over the cut path, so the next request goes over the
+// open one, and vice versa. The cut path must be seen once, so that it is
+// known to be in the rotation.
+func steer(t *testing.T, cli *clientv3.Client, toCut bool) {
+	t.Helper()
+	sawCut := false
+	for i := 0; i < 8; i++ {
+		if !probe(cli) {
+			sawCut = true
+			if !toCut {
+				return
+			}
+			continue
+		}
+		if sawCut && toCut {
+			return
+		}
+	}
+	t.Fatal("cannot steer the balancer: the cut path is not in its rotation")
+}
+
 // awaitPathDown waits until cli's balancer no longer uses a cut path (the
 // client's keepalive closed its connection, and a new one cannot complete
 // its handshake while the path is cut): two probes in a row are answered.
@@ -153,24 +187,14 @@ func relock(t *testing.T, s *Session, name, want string, d time.Duration) (*Lock
 	}
 }
 
-
-// lateNamesOf returns lateNames names under base.
-func lateNamesOf(base string) []string {
-	names := make([]string, lateNames)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s/%d", base, i)
-	}
-	return names
-}
-
-// TestLateDeleteCannotFreeAReusedName: Lock calls given up while their
-// enqueue Txns are held on cut paths leave keys of unknown outcome; the
-// reaper's deletes of them that go over the path that stays cut are held
-// and time out, and retries over the healed path succeed. Each session frees
-// its name and takes it again for a new grant, with another session waiting
-// behind it. When the path heals, the held-back deletes must not delete the
-// new grants' keys: no waiter may be granted, and no holder lose its grant,
-// while the holders hold (they never unlock).
+// TestLateDeleteCannotFreeAReusedName: a Lock given up while its enqueue
+// Txn is held on a cut path leaves a key of unknown outcome. The reaper's
+// first delete of it goes over the other path, which is cut too, and is held
+// there; it times out, and a retry succeeds over the first path, healed. The
+// session frees the name and takes it again for a new grant, and another
+// session waits behind it. When the held-back delete arrives, it must not
+// delete the new grant's key: the waiter must not be granted, nor the holder
+// lose its grant, while the holder holds (it never unlocks).
 func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
@@ -178,194 +202,138 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 	p := newPaths(t, c, fs...)
 	late, early := p.links[0], p.links[1] // late reaches fs[0], early fs[1]
 	direct := newClient(t, c)
-	names := lateNamesOf(uniqueName(t))
-	holders := make([]*Session, len(names)) // one each: each has its own reaper
-	for i := range holders {
-		holders[i] = openSession(t, p.cli, WithTTL(lateTTL), WithIdentity(fmt.Sprintf("holder-%d", i)))
-	}
+	holder := openSession(t, p.cli, WithTTL(lateTTL), WithIdentity("holder"))
 	waiter := openSession(t, direct, WithIdentity("waiter"))
 	t.Cleanup(p.restoreAll)
+	name := uniqueName(t)
 	ctx := testCtx(t, time.Minute)
 
-	// The name each session's first key of its lock gets (its slot 0).
-	keys := make([]string, len(names))
-	for i, name := range names {
-		l := mustLock(t, NewMutex(holders[i], name))
-		keys[i] = l.Key()
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+	// The name the session's first key of this lock gets (its slot 0).
+	l0 := mustLock(t, NewMutex(holder, name))
+	key := l0.Key()
+	if err := l0.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 
-	// With both paths cut, every enqueue Txn is held and every Lock gives
-	// up: the keys' outcomes are unknown. The reapers' deletes go out over
-	// both paths; early heals at once (what it held is applied now), late
-	// holds its deletes until after the names are reused.
-	late.Cut()
+	// The enqueue Txn goes over early, cut, and the Lock gives up: its
+	// outcome is unknown. The reaper's delete goes next, over late, cut
+	// just before: the first thing late holds back.
 	early.Cut()
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			if _, err := NewMutex(holders[i], name).Lock(lctx); err == nil {
-				t.Error("Lock over cut paths succeeded")
-			}
-		}()
+	steer(t, p.cli, true)
+	late.Cut()
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := NewMutex(holder, name).Lock(lctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Lock over a cut path succeeded")
 	}
-	wg.Wait()
 	early.Restore()
+	t.Logf("Lock gave up: %v", err)
 
-	// Each session frees its name and reuses it; a waiter queues behind.
-	type event struct {
-		i   int
+	// The session frees the name and reuses it; a waiter queues behind.
+	l1, reused := relock(t, holder, name, key, 30*time.Second)
+	t.Logf("holder: %s (token %d), name reused: %v", l1.Key(), l1.Token(), reused)
+	held := l1.Context()
+	type grant struct {
 		l   *Lock
 		err error
 	}
-	granted := make(chan event, len(names))
-	grants := make([]*Lock, len(names))
-	for i, name := range names {
-		l, reused := relock(t, holders[i], name, keys[i], 30*time.Second)
-		if !reused {
-			t.Logf("%s: name %s not reused (holds %s)", name, keys[i], l.Key())
-		}
-		grants[i] = l
-		go func() {
-			l, err := NewMutex(waiter, name).Lock(ctx)
-			granted <- event{i, l, err}
-		}()
-	}
-	for _, name := range names {
-		waitFor(t, 10*time.Second, "the waiter to queue", func() bool { return len(keysUnder(t, direct, name)) == 2 })
-	}
-	lost := make(chan int, len(names))
-	for i, l := range grants {
-		held := l.Context()
-		go func() {
-			select {
-			case <-held.Done():
-				lost <- i
-			case <-ctx.Done():
-			}
-		}()
-	}
+	granted := make(chan grant, 1)
+	go func() {
+		l, err := NewMutex(waiter, name).Lock(ctx)
+		granted <- grant{l, err}
+	}()
+	waitFor(t, 10*time.Second, "the waiter to queue", func() bool { return len(keysUnder(t, direct, name)) == 2 })
 
-	// Heal: what late held back reaches its member.
-	before := writes(fs[0])
-	late.Restore()
+	// The held-back delete arrives.
+	before := fs[0].Calls(methodDelete) + fs[0].Calls(methodTxn)
+	pulse(late)
 	if !awaitDelivery(fs[0], before, 10*time.Second) {
 		t.Logf("no held-back write reached %s", fs[0].Name())
 	}
-	// Nothing else happens now: the holders hold, the waiter waits.
+	// Nothing else happens now: the holder holds, the waiter waits.
 	select {
-	case ev := <-granted:
-		if ev.err != nil {
-			t.Fatalf("waiter on %s: %v", names[ev.i], ev.err)
+	case g := <-granted:
+		if g.err != nil {
+			t.Fatalf("waiter: %v", g.err)
 		}
-		h := grants[ev.i]
-		t.Fatalf("two holders of %s: the waiter was granted %s (token %d) while %s (token %d) never unlocked (its context then: %v); keys now %v",
-			names[ev.i], ev.l.Key(), ev.l.Token(), h.Key(), h.Token(), h.Context().Err(), keysUnder(t, direct, names[ev.i]))
-	case i := <-lost:
-		h := grants[i]
-		t.Fatalf("%s: the holder lost %s (token %d) without unlocking: %v; keys now %v",
-			names[i], h.Key(), h.Token(), context.Cause(h.Context()), keysUnder(t, direct, names[i]))
+		t.Fatalf("two holders: the waiter was granted %s (token %d) while %s (token %d) never unlocked (its context then: %v); keys now %v",
+			g.l.Key(), g.l.Token(), l1.Key(), l1.Token(), held.Err(), keysUnder(t, direct, name))
+	case <-held.Done():
+		t.Fatalf("the holder lost %s (token %d) without unlocking: %v; keys now %v",
+			l1.Key(), l1.Token(), context.Cause(held), keysUnder(t, direct, name))
 	case <-time.After(3 * time.Second): // asserts that nothing happens
 	}
-	for _, l := range grants {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("unlock: %v", err)
-		}
+	late.Restore()
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatalf("unlock: %v", err)
 	}
-	for range names {
-		select {
-		case ev := <-granted:
-			if ev.err != nil {
-				t.Fatalf("waiter on %s: %v", names[ev.i], ev.err)
-			}
-			_ = ev.l.Unlock(ctx)
-		case <-ctx.Done():
-			t.Fatal("a waiter was never granted after its holder unlocked")
+	select {
+	case g := <-granted:
+		if g.err != nil {
+			t.Fatalf("waiter: %v", g.err)
 		}
+		_ = g.l.Unlock(ctx)
+	case <-ctx.Done():
+		t.Fatal("the waiter was never granted after the holder unlocked")
 	}
 }
 
-// TestLateEnqueueLeavesNoPhantomKey: Locks whose first enqueue Txn is held
-// on a cut path are granted on a retry over the open path; the locks are
-// released and their names freed (the session reuses each). When the path
-// heals, the held-back Txns must not re-create the keys on the session's
-// live lease: no key may remain that no grant accounts for, and another
-// session's TryLock must succeed on every name.
+// TestLateEnqueueLeavesNoPhantomKey: a Lock's first enqueue Txn is held on
+// a cut path; its retry over the open path is granted, and the lock is
+// released and its name freed (the session reuses it). When the held-back
+// Txn arrives, it must not re-create the key on the session's live lease: no
+// key may remain that no grant accounts for, and another session's TryLock
+// must succeed.
 func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)
 	p := newPaths(t, c, fs...)
-	late := p.links[0] // reaches fs[0]
+	late, other := p.links[0], p.links[1] // late reaches fs[0]
 	direct := newClient(t, c)
 	s1 := openSession(t, p.cli, WithTTL(lateTTL), WithIdentity("first"))
 	s2 := openSession(t, direct, WithIdentity("second"))
 	t.Cleanup(p.restoreAll)
-	base := uniqueName(t)
-	names := lateNamesOf(base)
+	name := uniqueName(t)
 	ctx := testCtx(t, time.Minute)
 
-	// About half of the first attempts go over the cut path and are held;
-	// their retries go over the open one.
+	// The first attempt goes over late, cut just before (the first thing it
+	// holds back); the retry goes over the other path.
+	other.Cut()
+	steer(t, p.cli, false)
+	other.Restore()
 	late.Cut()
-	grants := make([]*Lock, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := NewMutex(s1, name).Lock(ctx)
-			if err != nil {
-				t.Errorf("lock %s: %v", name, err)
-				return
-			}
-			grants[i] = l
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	// Release once the cut path is out of the rotation, so the releases and
-	// whatever follows them go over the open path.
+	l := mustLock(t, NewMutex(s1, name))
+	key := l.Key()
+	t.Logf("granted %s (token %d)", key, l.Token())
+	// Release once late is out of the rotation, so the release and what
+	// follows it go over the other path.
 	awaitPathDown(t, p.cli, 15*time.Second)
-	for _, l := range grants {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
-	// The session frees each name: it takes it again (and lets it go).
-	for i, name := range names {
-		l, reused := relock(t, s1, name, grants[i].Key(), 30*time.Second)
-		if !reused {
-			t.Logf("%s: name %s not reused", name, grants[i].Key())
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+	// The session frees the name: it takes it again, and lets it go.
+	l2, reused := relock(t, s1, name, key, 30*time.Second)
+	t.Logf("name reused: %v", reused)
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 
-	// Heal, watching the locks' keys: the held-back Txns reach their member.
-	all := listPrefix(base + "/")
-	resp, err := direct.Get(ctx, all, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	// The held-back Txn arrives, while a watch looks at the lock's keys.
+	resp, err := direct.Get(ctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	wch := direct.Watch(wctx, all, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	before := writes(fs[0])
-	late.Restore()
+	wch := direct.Watch(wctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	before := fs[0].Calls(methodTxn)
+	pulse(late)
 	if !awaitDelivery(fs[0], before, 10*time.Second) {
 		t.Logf("no held-back write reached %s", fs[0].Name())
 	}
-	// A write they carry is applied within moments of its arrival.
+	// A write it carries is applied within moments of its arrival.
 	window := time.After(2 * time.Second) // asserts that nothing happens
 watch:
 	for {
@@ -381,21 +349,19 @@ watch:
 			break watch
 		}
 	}
-	if resp, err := direct.Get(ctx, all, clientv3.WithPrefix()); err != nil {
+	late.Restore()
+	gresp, err := direct.Get(ctx, namePrefix(name), clientv3.WithPrefix())
+	if err != nil {
 		t.Fatal(err)
-	} else {
-		for _, kv := range resp.Kvs {
-			t.Errorf("key with no grant: %s (lease %x, value %q)", kv.Key, kv.Lease, kv.Value)
-		}
 	}
-	for _, name := range names {
-		l, err := NewMutex(s2, name).TryLock(ctx)
-		if err != nil {
-			t.Errorf("another session's TryLock on %s: %v", name, err)
-			continue
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+	for _, kv := range gresp.Kvs {
+		t.Errorf("key with no grant: %s (lease %x, value %q)", kv.Key, kv.Lease, kv.Value)
+	}
+	tl, err := NewMutex(s2, name).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("another session's TryLock: %v", err)
+	}
+	if err := tl.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
