@@ -23,6 +23,7 @@ import (
 	"github.com/etcdlock/etcdlock/embedtest"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 const (
@@ -63,6 +64,9 @@ func newPaths(t *testing.T, c *embedtest.Cluster, members ...*embedtest.Member) 
 	cfg := c.ClientConfig()
 	cfg.Endpoints = eps
 	cfg.AutoSyncInterval = 0
+	// Fixed flow-control windows turn off gRPC's bandwidth probes: a probe
+	// ping written after a cut would be what the path first holds back.
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -217,13 +221,23 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 
 	// The enqueue Txn goes over early, cut, and the Lock gives up: its
 	// outcome is unknown. The reaper's delete goes next, over late, cut
-	// just before: the first thing late holds back.
+	// just before.
 	early.Cut()
 	steer(t, p.cli, true)
 	late.Cut()
-	lctx, cancel := context.WithTimeout(ctx, time.Second)
-	_, err := NewMutex(holder, name).Lock(lctx)
+	lctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := NewMutex(holder, name).Lock(lctx)
+		errc <- err
+	}()
+	// While the Txn is in flight: what late's connection wrote after the
+	// cut (the ack of a ping the member sent with the probe's answer) goes
+	// through now, so that the first thing late holds back is the delete.
+	time.Sleep(500 * time.Millisecond) // settling; nothing to await
+	pulse(late)
 	cancel()
+	err := <-errc
 	if err == nil {
 		t.Fatal("Lock over a cut path succeeded")
 	}
