@@ -172,19 +172,69 @@ func followersOf(c *embedtest.Cluster, leader *embedtest.Member) []*embedtest.Me
 	return out
 }
 
-// relock locks name on s until it gets the key name want (a name the
-// session used before and must free first), for at most d; it returns the
-// last grant either way and whether its key is want. It polls: when a
-// session frees a name is not observable.
-func relock(t *testing.T, s *Session, name, want string, d time.Duration) (*Lock, bool) {
+// grant is what the tests need of a Lock or a Leadership.
+type grant struct {
+	key     string
+	token   Token
+	ctx     context.Context // the grant's Context (its monitor started)
+	release func(context.Context) error
+}
+
+// recipe acquires a name the way one of the package's recipes does.
+type recipe struct {
+	what    string // for messages: "lock", "leadership"
+	acquire func(ctx context.Context, s *Session, name string) (grant, error)
+}
+
+func lockGrant(l *Lock) grant { return grant{l.Key(), l.Token(), l.Context(), l.Unlock} }
+
+var (
+	mutexLock = recipe{"lock", func(ctx context.Context, s *Session, name string) (grant, error) {
+		l, err := NewMutex(s, name).Lock(ctx)
+		if err != nil {
+			return grant{}, err
+		}
+		return lockGrant(l), nil
+	}}
+	mutexTryLock = recipe{"lock", func(ctx context.Context, s *Session, name string) (grant, error) {
+		l, err := NewMutex(s, name).TryLock(ctx)
+		if err != nil {
+			return grant{}, err
+		}
+		return lockGrant(l), nil
+	}}
+	campaign = recipe{"leadership", func(ctx context.Context, s *Session, name string) (grant, error) {
+		l, err := NewElection(s, name).Campaign(ctx, s.Identity())
+		if err != nil {
+			return grant{}, err
+		}
+		return grant{l.Key(), l.Token(), l.Context(), l.Resign}, nil
+	}}
+)
+
+// mustAcquire acquires name with r on s or fails the test.
+func (r recipe) mustAcquire(t *testing.T, s *Session, name string) grant {
+	t.Helper()
+	g, err := r.acquire(testCtx(t, 30*time.Second), s, name)
+	if err != nil {
+		t.Fatalf("%s %q: %v", r.what, name, err)
+	}
+	return g
+}
+
+// reacquire acquires name with r on s until it gets the key name want (a
+// name the session used before and must free first), for at most d; it
+// returns the last grant either way and whether its key is want. It polls:
+// when a session frees a name is not observable.
+func (r recipe) reacquire(t *testing.T, s *Session, name, want string, d time.Duration) (grant, bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		l := mustLock(t, NewMutex(s, name))
-		if l.Key() == want || time.Now().After(deadline) {
-			return l, l.Key() == want
+		g := r.mustAcquire(t, s, name)
+		if g.key == want || time.Now().After(deadline) {
+			return g, g.key == want
 		}
-		if err := l.Unlock(testCtx(t, 10*time.Second)); err != nil {
+		if err := g.release(testCtx(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -199,7 +249,14 @@ func relock(t *testing.T, s *Session, name, want string, d time.Duration) (*Lock
 // session waits behind it. When the held-back delete arrives, it must not
 // delete the new grant's key: the waiter must not be granted, nor the holder
 // lose its grant, while the holder holds (it never unlocks).
-func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
+func TestLateDeleteCannotFreeAReusedName(t *testing.T) { testLateDelete(t, mutexLock) }
+
+// TestLateDeleteCannotMakeTwoLeaders is TestLateDeleteCannotFreeAReusedName
+// for an Election: a held-back delete must not make a second candidate
+// leader while the first one's leadership is live.
+func TestLateDeleteCannotMakeTwoLeaders(t *testing.T) { testLateDelete(t, campaign) }
+
+func testLateDelete(t *testing.T, r recipe) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)
@@ -213,9 +270,9 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 
 	// The name the session's first key of this lock gets (its slot 0).
-	l0 := mustLock(t, NewMutex(holder, name))
-	key := l0.Key()
-	if err := l0.Unlock(ctx); err != nil {
+	g0 := r.mustAcquire(t, holder, name)
+	key := g0.key
+	if err := g0.release(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -228,7 +285,7 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := NewMutex(holder, name).Lock(lctx)
+		_, err := r.acquire(lctx, holder, name)
 		errc <- err
 	}()
 	// While the Txn is in flight: what late's connection wrote after the
@@ -239,23 +296,23 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 	cancel()
 	err := <-errc
 	if err == nil {
-		t.Fatal("Lock over a cut path succeeded")
+		t.Fatalf("%s over a cut path granted", r.what)
 	}
 	early.Restore()
-	t.Logf("Lock gave up: %v", err)
+	t.Logf("gave up: %v", err)
 
 	// The session frees the name and reuses it; a waiter queues behind.
-	l1, reused := relock(t, holder, name, key, 30*time.Second)
-	t.Logf("holder: %s (token %d), name reused: %v", l1.Key(), l1.Token(), reused)
-	held := l1.Context()
-	type grant struct {
-		l   *Lock
+	g1, reused := r.reacquire(t, holder, name, key, 30*time.Second)
+	t.Logf("holder: %s (token %d), name reused: %v", g1.key, g1.token, reused)
+	held := g1.ctx
+	type result struct {
+		g   grant
 		err error
 	}
-	granted := make(chan grant, 1)
+	granted := make(chan result, 1)
 	go func() {
-		l, err := NewMutex(waiter, name).Lock(ctx)
-		granted <- grant{l, err}
+		g, err := r.acquire(ctx, waiter, name)
+		granted <- result{g, err}
 	}()
 	waitFor(t, 10*time.Second, "the waiter to queue", func() bool { return len(keysUnder(t, direct, name)) == 2 })
 
@@ -271,23 +328,23 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 		if g.err != nil {
 			t.Fatalf("waiter: %v", g.err)
 		}
-		t.Fatalf("two holders: the waiter was granted %s (token %d) while %s (token %d) never unlocked (its context then: %v); keys now %v",
-			g.l.Key(), g.l.Token(), l1.Key(), l1.Token(), held.Err(), keysUnder(t, direct, name))
+		t.Fatalf("two holders: the waiter was granted the %s, %s (token %d), while %s (token %d) never released it (its context then: %v); keys now %v",
+			r.what, g.g.key, g.g.token, g1.key, g1.token, held.Err(), keysUnder(t, direct, name))
 	case <-held.Done():
-		t.Fatalf("the holder lost %s (token %d) without unlocking: %v; keys now %v",
-			l1.Key(), l1.Token(), context.Cause(held), keysUnder(t, direct, name))
+		t.Fatalf("the holder lost the %s, %s (token %d), without releasing it: %v; keys now %v",
+			r.what, g1.key, g1.token, context.Cause(held), keysUnder(t, direct, name))
 	case <-time.After(3 * time.Second): // asserts that nothing happens
 	}
 	late.Restore()
-	if err := l1.Unlock(ctx); err != nil {
-		t.Fatalf("unlock: %v", err)
+	if err := g1.release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
 	}
 	select {
 	case g := <-granted:
 		if g.err != nil {
 			t.Fatalf("waiter: %v", g.err)
 		}
-		_ = g.l.Unlock(ctx)
+		_ = g.g.release(ctx)
 	case <-ctx.Done():
 		t.Fatal("the waiter was never granted after the holder unlocked")
 	}
@@ -299,7 +356,13 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) {
 // Txn arrives, it must not re-create the key on the session's live lease: no
 // key may remain that no grant accounts for, and another session's TryLock
 // must succeed.
-func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) {
+func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) { testLateEnqueue(t, mutexLock) }
+
+// TestLateTryLockLeavesNoPhantomKey is TestLateEnqueueLeavesNoPhantomKey
+// for TryLock's Txn (a Put if the name has no key at all).
+func TestLateTryLockLeavesNoPhantomKey(t *testing.T) { testLateEnqueue(t, mutexTryLock) }
+
+func testLateEnqueue(t *testing.T, r recipe) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)
@@ -318,19 +381,19 @@ func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) {
 	steer(t, p.cli, false)
 	other.Restore()
 	late.Cut()
-	l := mustLock(t, NewMutex(s1, name))
-	key := l.Key()
-	t.Logf("granted %s (token %d)", key, l.Token())
+	g := r.mustAcquire(t, s1, name)
+	key := g.key
+	t.Logf("granted %s (token %d)", key, g.token)
 	// Release once late is out of the rotation, so the release and what
 	// follows it go over the other path.
 	awaitPathDown(t, p.cli, 15*time.Second)
-	if err := l.Unlock(ctx); err != nil {
+	if err := g.release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The session frees the name: it takes it again, and lets it go.
-	l2, reused := relock(t, s1, name, key, 30*time.Second)
+	g2, reused := r.reacquire(t, s1, name, key, 30*time.Second)
 	t.Logf("name reused: %v", reused)
-	if err := l2.Unlock(ctx); err != nil {
+	if err := g2.release(ctx); err != nil {
 		t.Fatal(err)
 	}
 
