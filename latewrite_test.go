@@ -17,6 +17,7 @@ package etcdlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -397,37 +398,46 @@ func testLateEnqueue(t *testing.T, r recipe) {
 		t.Fatal(err)
 	}
 
-	// The held-back Txn arrives, while a watch looks at the lock's keys.
-	resp, err := direct.Get(ctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	// The held-back Txn arrives, while a watch looks at the session's keys
+	// of this name ("<queue>/<lease>-<slot>"; a slot is any suffix).
+	mine := key[:strings.LastIndex(key, "-")+1]
+	resp, err := direct.Get(ctx, mine, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	wch := direct.Watch(wctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	before := fs[0].Calls(methodTxn)
+	wch := direct.Watch(wctx, mine, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	// noPut asserts that no key of the session is created within d.
+	noPut := func(d time.Duration) {
+		window := time.After(d) // asserts that nothing happens
+		for {
+			select {
+			case wr, ok := <-wch:
+				if !ok {
+					t.Fatal("watch ended")
+				}
+				for _, ev := range wr.Events {
+					if ev.Type == mvccpb.PUT {
+						t.Errorf("phantom key: %s created at revision %d on lease %x (s1's: %x) after its grant was released",
+							ev.Kv.Key, ev.Kv.CreateRevision, ev.Kv.Lease, int64(s1.Lease()))
+					}
+				}
+			case <-window:
+				return
+			}
+		}
+	}
+	before := writes(fs[0])
 	pulse(late)
 	if !awaitDelivery(fs[0], before, 10*time.Second) {
 		t.Logf("no held-back write reached %s", fs[0].Name())
 	}
-	// A write it carries is applied within moments of its arrival.
-	window := time.After(2 * time.Second) // asserts that nothing happens
-watch:
-	for {
-		select {
-		case wr := <-wch:
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.PUT {
-					t.Errorf("phantom key: %s created at revision %d on lease %x (s1's: %x) after its grant was released",
-						ev.Kv.Key, ev.Kv.CreateRevision, ev.Kv.Lease, int64(s1.Lease()))
-				}
-			}
-		case <-window:
-			break watch
-		}
-	}
+	noPut(2 * time.Second) // a write it carries is applied within moments
+	// The rest of what late held back (the Txn's cancellation) arrives.
 	late.Restore()
-	gresp, err := direct.Get(ctx, namePrefix(name), clientv3.WithPrefix())
+	noPut(time.Second)
+	gresp, err := direct.Get(ctx, mine, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
