@@ -4,7 +4,9 @@ package etcdlock
 // a cut network path and delivered after the library gave up on it and
 // moved on (freed the key's name, reused it). Each test makes its own
 // cluster and a client whose endpoints reach two followers, each through a
-// Link of its own, so that one path can be cut while the other works. The
+// Link of its own, so that one path can be cut while the other works (with
+// no leader among its endpoints, the session's keeper lends no leader
+// connection: every request uses the balanced connection). The
 // client's balanced connection takes its connected paths in turn, which
 // lets the test steer the library's next request onto a path (steer).
 //
@@ -38,14 +40,13 @@ const (
 // paths is a client whose i-th endpoint reaches members[i] through links[i]
 // only (AutoSyncInterval 0: it never learns the members' own endpoints).
 type paths struct {
-	cli     *clientv3.Client
-	members []*embedtest.Member
-	links   []*embedtest.Link
+	cli   *clientv3.Client
+	links []*embedtest.Link
 }
 
 func newPaths(t *testing.T, c *embedtest.Cluster, members ...*embedtest.Member) *paths {
 	t.Helper()
-	p := &paths{members: members}
+	p := &paths{}
 	var eps []string
 	for _, m := range members {
 		l, err := c.NewLink()
@@ -112,22 +113,20 @@ func pulse(l *embedtest.Link) {
 // of which one is cut, so that its next request goes over the cut path
 // (toCut) or the open one. The balancer takes the paths in turn: a probe
 // that times out went over the cut path, so the next request goes over the
-// open one, and vice versa. The cut path must be seen once, so that it is
-// known to be in the rotation.
+// open one, and vice versa. steer stops after one probe of each kind, the
+// last one over the path the next request must not take: so the cut path
+// is known to be in the rotation, and the open one has just been answered
+// (its client sends no keepalive ping for a while, a ping that could be
+// the first thing the open path holds back if it is cut next).
 func steer(t *testing.T, cli *clientv3.Client, toCut bool) {
 	t.Helper()
-	sawCut := false
-	for i := 0; i < 8; i++ {
-		if !probe(cli) {
-			sawCut = true
-			if !toCut {
-				return
-			}
-			continue
-		}
-		if sawCut && toCut {
+	prev := false
+	for i := 0; i < 10; i++ {
+		ok := probe(cli)
+		if i > 0 && ok != prev && ok == toCut {
 			return
 		}
+		prev = ok
 	}
 	t.Fatal("cannot steer the balancer: the cut path is not in its rotation")
 }
@@ -146,6 +145,21 @@ func awaitPathDown(t *testing.T, cli *clientv3.Client, d time.Duration) {
 		}
 		return ok >= 2
 	})
+}
+
+// deliverHeld pulses l until member m has received a write more than
+// before (at most three pulses, two seconds each): the first thing l held
+// back was a request, or the first part of one (gRPC may write a request's
+// headers and its message apart), whose rest the next pulse delivers. It
+// reports whether a write arrived.
+func deliverHeld(l *embedtest.Link, m *embedtest.Member, before int64) bool {
+	for i := 0; i < 3; i++ {
+		pulse(l)
+		if awaitDelivery(m, before, 2*time.Second) {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitDelivery waits (at most d) until member m has received a write more
@@ -319,8 +333,7 @@ func testLateDelete(t *testing.T, r recipe) {
 
 	// The held-back delete arrives.
 	before := fs[0].Calls(methodDelete) + fs[0].Calls(methodTxn)
-	pulse(late)
-	if !awaitDelivery(fs[0], before, 10*time.Second) {
+	if !deliverHeld(late, fs[0], before) {
 		t.Logf("no held-back write reached %s", fs[0].Name())
 	}
 	// Nothing else happens now: the holder holds, the waiter waits.
@@ -387,9 +400,10 @@ func testLateEnqueue(t *testing.T, r recipe) {
 	steer(t, p.cli, false)
 	other.Restore()
 	late.Cut()
+	start := time.Now()
 	g := r.mustAcquire(t, s1, name)
 	key := g.key
-	t.Logf("granted %s (token %d)", key, g.token)
+	t.Logf("granted %s (token %d) after %v", key, g.token, time.Since(start).Round(time.Millisecond))
 	// Release once late is out of the rotation, so the release and what
 	// follows it go over the other path.
 	awaitPathDown(t, p.cli, 15*time.Second)
@@ -434,8 +448,7 @@ func testLateEnqueue(t *testing.T, r recipe) {
 		}
 	}
 	before := writes(fs[0])
-	pulse(late)
-	if !awaitDelivery(fs[0], before, 10*time.Second) {
+	if !deliverHeld(late, fs[0], before) {
 		t.Logf("no held-back write reached %s", fs[0].Name())
 	}
 	noPut(2 * time.Second) // a write it carries is applied within moments
