@@ -291,8 +291,8 @@ func testLateDelete(t *testing.T, r recipe) {
 		t.Fatal(err)
 	}
 
-	// The enqueue Txn goes over early, cut, and the Lock gives up: its
-	// outcome is unknown. The reaper's delete goes next, over late, cut
+	// The enqueue Txn goes over early, cut, and the acquisition gives up:
+	// its outcome is unknown. The reaper's delete goes next, over late, cut
 	// just before.
 	early.Cut()
 	steer(t, p.cli, true)
@@ -303,9 +303,11 @@ func testLateDelete(t *testing.T, r recipe) {
 		_, err := r.acquire(lctx, holder, name)
 		errc <- err
 	}()
-	// While the Txn is in flight: what late's connection wrote after the
-	// cut (the ack of a ping the member sent with the probe's answer) goes
-	// through now, so that the first thing late holds back is the delete.
+	// While the Txn is in flight: whatever late's connection wrote after
+	// the cut (say, the ack of a ping the member sent with the probe's
+	// answer) goes through now, so that the first thing late holds back is
+	// the reaper's delete. Without this pulse the test missed in about two
+	// runs of five.
 	time.Sleep(500 * time.Millisecond) // settling; nothing to await
 	pulse(late)
 	cancel()
