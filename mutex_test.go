@@ -617,7 +617,7 @@ func TestGuard(t *testing.T) {
 // names once the previous key is certainly gone (etcd keeps every deleted
 // key in its index until compaction, and reads of the queue walk them), never
 // while it is held, and never after a write of unknown outcome until the
-// reaper's second pass.
+// reaper has raised the session's barrier and deleted what the write made.
 func TestSessionReusesKeyNames(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli)

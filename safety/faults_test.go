@@ -11,7 +11,8 @@ package safety
 // and arms targeted pauses (see scenario) until the cell's minimums hold.
 // The link lane holds the workers' way to one member (Link.Hold): what they
 // send it meanwhile reaches it 12-22 s later, after they gave up on it,
-// longer than the library's late-application window (10 s).
+// longer than the 10 s after which an earlier design of the library took a
+// write of unknown outcome for dead.
 
 import (
 	"context"
