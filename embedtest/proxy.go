@@ -304,10 +304,10 @@ func (q *chunkQueue) pop(done <-chan struct{}) (chunk, bool) {
 // pipeUp copies the client's side (down) to the member's (up) until either
 // fails, then closes both. The client's bytes are read as they come, also
 // while the gate is cut, and written once it is open; so is its close.
-// Bytes read during a Hold are written without the client's HTTP/2 stream
-// resets and GOAWAY (see h2filter), and when the client closed the
-// connection during a Hold, the member's side stays open holdLinger after
-// the held bytes went out.
+// Requests read during a Hold are written without the client's HTTP/2
+// stream resets and GOAWAY (see h2filter), and when the client closed the
+// connection during or after a Hold, the member's side stays open
+// holdLinger after the held bytes went out.
 func (p *proxy) pipeUp(down, up net.Conn, held *atomic.Bool) {
 	defer p.untrack(down, up)
 	q := &chunkQueue{more: make(chan struct{}, 1)}
@@ -385,17 +385,22 @@ func (p *proxy) pipeDown(up, down net.Conn, held *atomic.Bool) {
 // h2Preface is the client connection preface of HTTP/2 (RFC 9113, 3.4).
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// HTTP/2 frame types a Hold drops from the client's held bytes.
+// HTTP/2 frame types the filter reads.
 const (
+	h2Headers   = 0x1
 	h2RSTStream = 0x3
 	h2GoAway    = 0x7
 )
 
 // h2filter follows the frames of a plain-text HTTP/2 client connection (gRPC
-// without TLS) and drops, from bytes held by a Hold, the client's RST_STREAM
-// and GOAWAY frames: the requests it gave up on then reach the member as
-// requests, not as requests already canceled. A connection that does not
-// start with the HTTP/2 preface (TLS) passes unchanged.
+// without TLS) so that the requests a client sent during a Hold reach the
+// member as requests, not as requests already canceled: it drops the
+// RST_STREAM frames of every stream whose HEADERS were held, and every
+// GOAWAY once some stream was held, whenever they come. (A client that gives
+// up during a Hold may write its reset after Restore: the caller's context
+// ends before the client's writer sends the frame.) Held bytes of other
+// streams' resets are dropped too. A connection that does not start with the
+// HTTP/2 preface (TLS) passes unchanged.
 type h2filter struct {
 	off  int  // bytes of the preface seen
 	raw  bool // not plain-text HTTP/2: pass everything
@@ -403,6 +408,8 @@ type h2filter struct {
 	nhdr int  // bytes of the current frame header seen
 	left int  // bytes of the current frame's payload still to come
 	drop bool // the current frame is dropped
+
+	held map[uint32]bool // streams whose HEADERS were held
 }
 
 // filter returns what of b to forward; late says b was held by a Hold.
@@ -436,14 +443,32 @@ func (f *h2filter) filter(b []byte, late bool) []byte {
 			}
 			f.nhdr = 0
 			f.left = int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2])
-			typ := f.hdr[3]
-			f.drop = late && (typ == h2RSTStream || typ == h2GoAway)
+			f.drop = f.frameDropped(late)
 			if !f.drop {
 				out = append(out, f.hdr[:]...)
 			}
 		}
 	}
 	return out
+}
+
+// frameDropped decides on the frame whose header is f.hdr.
+func (f *h2filter) frameDropped(late bool) bool {
+	stream := (uint32(f.hdr[5])<<24 | uint32(f.hdr[6])<<16 | uint32(f.hdr[7])<<8 | uint32(f.hdr[8])) &^ (1 << 31)
+	switch f.hdr[3] {
+	case h2Headers:
+		if late {
+			if f.held == nil {
+				f.held = make(map[uint32]bool)
+			}
+			f.held[stream] = true
+		}
+	case h2RSTStream:
+		return late || f.held[stream]
+	case h2GoAway:
+		return late || len(f.held) > 0
+	}
+	return false
 }
 
 // pass waits while the gate is cut; false when the proxy closes first.
@@ -492,8 +517,9 @@ func (l *Link) Cut() { l.gate.close() }
 
 // Hold is Cut for a delay-then-deliver fault: the link holds the client's
 // bytes as Cut does, and on Restore delivers them to the member even if the
-// client gave up on its requests meanwhile: of the bytes the client wrote
-// during the hold, its HTTP/2 stream resets and GOAWAY frames are dropped
+// client gave up on its requests meanwhile: the resets of the HTTP/2
+// streams the client began during the hold are dropped, also when the client
+// writes them after Restore, and so are its GOAWAY frames from then on
 // (under WithTLS, which the link cannot read, they pass), and a connection
 // the client closed (or that died with its process) stays open towards the
 // member for 2 s after the held bytes, then closes. So a request of unknown

@@ -235,3 +235,26 @@ func TestH2Filter(t *testing.T) {
 		}
 	}
 }
+
+// TestH2FilterLateReset: a client that gave up during a Hold may write its
+// reset after Restore; the reset of a stream whose HEADERS were held is
+// dropped whenever it comes, and so is a GOAWAY, while the resets of other
+// streams pass.
+func TestH2FilterLateReset(t *testing.T) {
+	frame := func(typ byte, stream byte, payload string) string {
+		n := len(payload)
+		return string([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, stream}) + payload
+	}
+	early := frame(h2Headers, 1, "hdrs") + frame(h2RSTStream, 1, "\x00\x00\x00\x08")
+	held := frame(h2Headers, 3, "hdrs") + frame(0x0, 3, "payload")
+	after := frame(h2RSTStream, 3, "\x00\x00\x00\x08") + frame(h2RSTStream, 5, "\x00\x00\x00\x08") +
+		frame(h2GoAway, 0, "12345678")
+	var f h2filter
+	got := f.filter([]byte(h2Preface+early), false)
+	got = append(got, f.filter([]byte(held), true)...)
+	got = append(got, f.filter([]byte(after), false)...)
+	want := h2Preface + early + held + frame(h2RSTStream, 5, "\x00\x00\x00\x08")
+	if string(got) != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
