@@ -106,8 +106,8 @@ func WithDir(dir string) Option {
 // WithTick sets the raft heartbeat interval (tick) and election timeout of
 // every member (default 100ms and 1000ms). Both must be whole milliseconds,
 // tick > 0, election >= 5*tick and election <= 50s (etcd's own limits).
-// Short ticks make leaders churn under -race on small machines: DESIGN.md
-// advises never to go below 50ms / 500ms in CI. The minimum lease TTL etcd
+// Short ticks make leaders churn under -race on small machines: never go
+// below 50ms / 500ms in CI. The minimum lease TTL etcd
 // grants is about 1.5 times the election timeout.
 func WithTick(tick, election time.Duration) Option {
 	return func(c *config) error {
