@@ -49,8 +49,7 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 				}
 				return err
 			}
-			testHook.Store(&hook)
-			t.Cleanup(func() { testHook.Store(nil) })
+			setHook(t, hook, s)
 			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			err := tc.acquire(short, NewMutex(s, name))
 			cancel()
@@ -204,6 +203,7 @@ func TestAdoptedGrantTouches(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, 60*time.Second)
 	sem := func() *Semaphore { return NewSemaphore(openSession(t, cli), name, 2) }
+	sB, sC := openSession(t, cli), openSession(t, cli)
 	a1, err := sem().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -234,19 +234,18 @@ func TestAdoptedGrantTouches(t *testing.T) {
 		}
 		return err
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	setHook(t, hook, sB, sC)
 	bDone := make(chan error, 1)
 	var b *Lock
 	go func() {
 		var err error
-		b, err = sem().Acquire(ctx)
+		b, err = NewSemaphore(sB, name, 2).Acquire(ctx)
 		bDone <- err
 	}()
 	<-lost
 	cDone := make(chan error, 1)
 	go func() {
-		_, err := sem().Acquire(ctx) // behind a2, a1 and B's key: watches B
+		_, err := NewSemaphore(sC, name, 2).Acquire(ctx) // behind a2, a1 and B's key: watches B
 		cDone <- err
 	}()
 	select {
@@ -470,10 +469,9 @@ func TestTryRLockAdoptsItsKey(t *testing.T) {
 		}
 		return err
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	setHook(t, hook, s)
 	l, err := NewRWMutex(s, name).TryRLock(ctx)
-	testHook.Store(nil)
+	clearHook(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,10 @@ package etcdlock
 
 import (
 	"errors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestDescribeAndList(t *testing.T) {

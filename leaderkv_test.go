@@ -156,9 +156,9 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 // TestWaiterWatchesOnLeader: with leader pinning a waiter's predecessor watch
 // runs on the leader's connection, which applies each release first.
 func TestWaiterWatchesOnLeader(t *testing.T) {
-	setMonitorDelay(t, time.Minute) // only the predecessor watch
 	c := embedtest.Start(t)
 	s, leader := keptSession(t, c, newClient(t, c))
+	setMonitorDelay(t, time.Minute, s) // only the predecessor watch
 	ctx := testCtx(t, 30*time.Second)
 	watches := func() map[*embedtest.Member]int64 {
 		n := map[*embedtest.Member]int64{}
@@ -170,7 +170,7 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 	name := uniqueName(t)
 	holder := mustLock(t, NewMutex(s, name))
 	before := watches()
-	hooks := countHooks(t)
+	hooks := countHooks(t, s)
 	granted := lockAndUnlock(ctx, NewMutex(s, name))
 	hooks.awaitWatchCreated(t, ctx)
 	after := watches()
@@ -210,8 +210,7 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 		}
 		return err
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	setHook(t, hook, s)
 	before := followerTxns()
 	// Each retry goes to a follower two times in three; 12 retries all on
 	// the leader by chance would happen once in half a million runs.

@@ -473,8 +473,7 @@ func TestCancelAtEveryPoint(t *testing.T) {
 				}
 				return err
 			}
-			testHook.Store(&hook)
-			defer testHook.Store(nil)
+			setHook(t, hook, s)
 			errc := make(chan error, 1)
 			go func() {
 				_, err := NewMutex(s, name).Lock(lctx)
@@ -487,7 +486,7 @@ func TestCancelAtEveryPoint(t *testing.T) {
 				}
 			}
 			err := <-errc
-			testHook.Store(nil)
+			clearHook(s)
 			if !fired.Load() {
 				t.Fatalf("hook point never reached (Lock: %v)", err)
 			}
@@ -658,11 +657,11 @@ func TestSessionReusesKeyNames(t *testing.T) {
 		}
 		return err
 	}
-	testHook.Store(&hook)
+	setHook(t, hook, s)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := m.Lock(short)
 	cancel()
-	testHook.Store(nil)
+	clearHook(s)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with lost answers: %v", err)
 	}
@@ -683,8 +682,9 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, 30*time.Second)
 	holder := mustLock(t, NewMutex(openSession(t, cli), name))
-	hooks := countHooks(t)
-	granted := lockAndUnlock(ctx, NewMutex(openSession(t, cli), name))
+	ws := openSession(t, cli)
+	hooks := countHooks(t, ws)
+	granted := lockAndUnlock(ctx, NewMutex(ws, name))
 	hooks.awaitWatchCreated(t, ctx)
 	reads := &hooks.n[hookHandoffRead]
 	if n := reads.Load(); n != 0 {
@@ -705,13 +705,14 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 // never opens the watch on its own key (only its predecessor watch); a
 // waiter that waits longer does (TestLostWhileWaiting).
 func TestShortWaitOpensOneWatch(t *testing.T) {
-	setMonitorDelay(t, time.Minute)
 	cli := newClient(t, nil)
 	name := uniqueName(t)
 	ctx := testCtx(t, 30*time.Second)
 	holder := mustLock(t, NewMutex(openSession(t, cli), name))
-	hooks := countHooks(t)
-	waiter := NewMutex(openSession(t, cli), name)
+	ws := openSession(t, cli)
+	setMonitorDelay(t, time.Minute, ws)
+	hooks := countHooks(t, ws)
+	waiter := NewMutex(ws, name)
 	granted := make(chan *Lock, 1)
 	go func() {
 		l, err := waiter.Lock(ctx)
@@ -744,7 +745,7 @@ type hookCounter struct {
 
 // countHooks installs a test hook, removed at cleanup, that counts every
 // hook point passed and signals predecessor watches being created.
-func countHooks(t testing.TB) *hookCounter {
+func countHooks(t testing.TB, ss ...*Session) *hookCounter {
 	t.Helper()
 	h := &hookCounter{created: make(chan struct{}, 1)}
 	hook := func(p hookPoint, err error) error {
@@ -757,8 +758,7 @@ func countHooks(t testing.TB) *hookCounter {
 		}
 		return err
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	setHook(t, hook, ss...)
 	return h
 }
 
@@ -772,11 +772,29 @@ func (h *hookCounter) awaitWatchCreated(t testing.TB, ctx context.Context) {
 	}
 }
 
-// setMonitorDelay sets waiterMonitorDelay for the test.
-func setMonitorDelay(t testing.TB, d time.Duration) {
-	old := waiterMonitorDelay
-	waiterMonitorDelay = d
-	t.Cleanup(func() { waiterMonitorDelay = old })
+// setMonitorDelay sets the waiter monitor delay of each session.
+func setMonitorDelay(t testing.TB, d time.Duration, ss ...*Session) {
+	t.Helper()
+	for _, s := range ss {
+		s.tune.monitorDelay.Store(int64(d))
+	}
+}
+
+// setHook installs hook as the test hook of each session until the test
+// ends (or clearHook).
+func setHook(t testing.TB, hook func(hookPoint, error) error, ss ...*Session) {
+	t.Helper()
+	for _, s := range ss {
+		s.tune.hook.Store(&hook)
+	}
+	t.Cleanup(func() { clearHook(ss...) })
+}
+
+// clearHook removes the sessions' test hooks.
+func clearHook(ss ...*Session) {
+	for _, s := range ss {
+		s.tune.hook.Store(nil)
+	}
 }
 
 // lockAndUnlock locks m in a goroutine, unlocks at once, and sends the first
@@ -834,8 +852,7 @@ func TestNoGrantAfterValidityRanOut(t *testing.T) {
 				}
 				return err
 			}
-			testHook.Store(&hook)
-			t.Cleanup(func() { testHook.Store(nil) })
+			setHook(t, hook, s)
 			res := make(chan error, 1)
 			go func() {
 				l, err := tc.acq(NewMutex(s, name), ctx)

@@ -210,9 +210,7 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 			// done, etcd may still change.
 			s0 := sessions[0]
 			waitFor(t, 30*time.Second, fmt.Sprintf("session 0's reaper after step %d (%s)", step, what), func() bool {
-				s0.mu.Lock()
-				defer s0.mu.Unlock()
-				return !s0.reaping
+				return s0.reaper.idle()
 			})
 		}
 		// Invariants: exactly the model's holders hold, in etcd and for their callers.

@@ -1,0 +1,431 @@
+package etcdlock
+
+// This file holds the keeper: one keepalive stream per client, shared by all
+// of the client's sessions and pinned to the etcd leader's endpoint
+// (DESIGN.md, "Keepalives go to the leader"). The connection it runs
+// on, and lends to the queue, is in leaderconn.go.
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	statusTimeout  = time.Second
+	leaderCheck    = 2 * time.Second
+	wallSweep      = time.Second
+	watchdogTick   = 100 * time.Millisecond
+	minStall       = 500 * time.Millisecond
+	reconnectFloor = 50 * time.Millisecond
+	reconnectCeil  = time.Second
+)
+
+var (
+	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader")
+	errStalled     = errors.New("etcdlock: keepalive stream stalled")
+	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
+	errUnanswered  = errors.New("etcdlock: keepalive endpoint failed two status checks")
+)
+
+// kept is what the keeper needs of a session (*Session): it owns the
+// validity clock the keepalives feed, and ends itself.
+type kept interface {
+	Lease() clientv3.LeaseID
+	TTL() time.Duration
+	// recordSend notes a keepalive sent at now; false once the session
+	// ended (send nothing).
+	recordSend(now time.Time) bool
+	// onAck takes an acknowledgement with the granted TTL; it returns when
+	// the next keepalive is due, false once the session ended.
+	onAck(ttl int64) (next time.Time, ok bool)
+	// resetInflight forgets the keepalives sent on a stream that ended.
+	resetInflight()
+	// checkExpiry ends the session if its validity ran out (the wall-clock
+	// sweep, for a clock that jumped).
+	checkExpiry()
+	// expire ends the session (see Session.expire).
+	expire(cause error, reason string)
+}
+
+type keeperKey struct {
+	cli    *clientv3.Client
+	pinned bool
+}
+
+// keepers holds the running keepers, one per client and pinning mode.
+var keepers = struct {
+	sync.Mutex
+	m map[keeperKey]*keeper
+}{m: map[keeperKey]*keeper{}}
+
+// keeper sends the keepalives of every session of one client over one
+// stream. Sessions register with add and leave with remove; the keeper stops
+// when its last session leaves or its client closes (then it ends every
+// session still registered with ErrSessionExpired).
+type keeper struct {
+	key  keeperKey
+	cli  *clientv3.Client
+	log  *zap.Logger
+	refs int // guarded by keepers' mutex
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+
+	// leader is the connection the current stream runs on while that
+	// connection reaches the leader; nil otherwise (see borrowLeader).
+	leader atomic.Pointer[leaderConn]
+
+	mu       sync.Mutex
+	sessions map[clientv3.LeaseID]kept
+	seq      map[kept]uint64
+	sched    schedHeap
+	stopped  bool
+	kick     chan struct{}
+
+	// stall detection, guarded by mu
+	outstanding  int
+	firstUnacked time.Time // the last progress: first send after idle, or an ack
+	minTTL       time.Duration
+}
+
+func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
+	keepers.Lock()
+	defer keepers.Unlock()
+	key := keeperKey{cli, pinned}
+	if k := keepers.m[key]; k != nil {
+		k.refs++
+		return k
+	}
+	ctx, cancel := context.WithCancel(cli.Ctx())
+	k := &keeper{
+		key: key, cli: cli, log: log, refs: 1,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		sessions: map[clientv3.LeaseID]kept{},
+		seq:      map[kept]uint64{},
+		kick:     make(chan struct{}, 1),
+	}
+	keepers.m[key] = k
+	go k.run()
+	return k
+}
+
+// add registers s with its first keepalive due at due; false if the keeper
+// already stopped (its client closed).
+func (k *keeper) add(s kept, due time.Time) bool {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return false
+	}
+	k.sessions[s.Lease()] = s
+	if k.minTTL == 0 || s.TTL() < k.minTTL {
+		k.minTTL = s.TTL()
+	}
+	k.pushLocked(s, due)
+	k.mu.Unlock()
+	k.wake()
+	return true
+}
+
+// remove unregisters s and drops the keeper's reference; the last reference
+// stops the keeper (without waiting: see waitStopped).
+func (k *keeper) remove(s kept) {
+	k.mu.Lock()
+	delete(k.sessions, s.Lease())
+	delete(k.seq, s)
+	k.mu.Unlock()
+
+	keepers.Lock()
+	k.refs--
+	last := k.refs == 0
+	if last && keepers.m[k.key] == k {
+		delete(keepers.m, k.key)
+	}
+	keepers.Unlock()
+	if last {
+		k.cancel()
+	}
+}
+
+// waitStopped waits for the keeper's goroutine if the keeper has stopped.
+func (k *keeper) waitStopped() {
+	if k.ctx.Err() != nil {
+		<-k.done
+	}
+}
+
+func (k *keeper) wake() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *keeper) pushLocked(s kept, due time.Time) {
+	k.seq[s]++
+	heap.Push(&k.sched, schedEntry{due: due, s: s, seq: k.seq[s]})
+}
+
+func (k *keeper) push(s kept, due time.Time) {
+	k.mu.Lock()
+	if _, ok := k.sessions[s.Lease()]; ok {
+		k.pushLocked(s, due)
+	}
+	k.mu.Unlock()
+	k.wake()
+}
+
+// popDue returns the sessions whose keepalive is due and when the next one is.
+func (k *keeper) popDue(now time.Time) (due []kept, next time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.sched.Len() > 0 {
+		e := k.sched[0]
+		if e.due.After(now) {
+			return due, e.due
+		}
+		heap.Pop(&k.sched)
+		if k.seq[e.s] != e.seq {
+			continue // rescheduled or removed
+		}
+		due = append(due, e.s)
+	}
+	return due, now.Add(time.Hour)
+}
+
+func (k *keeper) snapshot() []kept {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]kept, 0, len(k.sessions))
+	for _, s := range k.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (k *keeper) run() {
+	defer close(k.done)
+	b := newBackoff(reconnectFloor, reconnectCeil)
+	for k.ctx.Err() == nil {
+		conn, ep, owned := k.connect()
+		start := time.Now()
+		lc := &leaderConn{conn: conn}
+		err := k.serve(lc, ep)
+		if owned {
+			lc.retire() // closes conn once no request lent it is in flight
+		}
+		if k.ctx.Err() != nil {
+			break
+		}
+		k.log.Debug("keepalive stream ended", zap.String("endpoint", ep), zap.Error(err))
+		if time.Since(start) > 5*time.Second {
+			b.reset()
+		}
+		if !b.wait(k.ctx) {
+			break
+		}
+	}
+	k.mu.Lock()
+	k.stopped = true
+	k.mu.Unlock()
+	if k.cli.Ctx().Err() != nil {
+		for _, s := range k.snapshot() {
+			s.expire(ErrSessionExpired, ReasonClientClosed)
+		}
+	}
+}
+
+// serve runs one keepalive stream on conn until it fails, stalls, its
+// endpoint stops being the leader, or the keeper stops. Watchdogs that never
+// block on the network cancel the stream's context when it stalls, which
+// also unblocks an opening stream or a Send stuck on flow control.
+func (k *keeper) serve(lc *leaderConn, ep string) error {
+	conn := lc.conn
+	sctx, scancel := context.WithCancelCause(clientv3.WithRequireLeader(k.ctx))
+	var opened atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		k.watchdog(sctx, scancel, &opened, time.Now())
+	}()
+	go func() {
+		defer wg.Done()
+		k.followLeader(sctx, scancel, conn, ep)
+	}()
+	defer func() {
+		scancel(nil)
+		wg.Wait()
+	}()
+
+	stream, err := pb.NewLeaseClient(conn).LeaseKeepAlive(sctx)
+	if err != nil {
+		return streamErr(sctx, err)
+	}
+	opened.Store(true)
+	if ep != "" && plainClient(k.cli) {
+		lc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
+		lc.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), k.cli)
+		k.leader.Store(lc)
+		defer k.leader.Store(nil) // then run retires lc
+	}
+	for _, s := range k.snapshot() {
+		s.resetInflight()
+		k.push(s, time.Now())
+	}
+	k.mu.Lock()
+	k.outstanding, k.firstUnacked = 0, time.Time{}
+	k.mu.Unlock()
+
+	recvErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		recvErr <- k.recvLoop(stream)
+	}()
+	return k.sendLoop(sctx, stream, recvErr)
+}
+
+// sendLoop sends each session's keepalive when it is due, until a send or
+// the receiving side fails or the stream's context ends.
+func (k *keeper) sendLoop(sctx context.Context, stream pb.Lease_LeaseKeepAliveClient, recvErr <-chan error) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		due, next := k.popDue(now)
+		for _, s := range due {
+			if !s.recordSend(now) {
+				continue
+			}
+			k.mu.Lock()
+			if k.outstanding == 0 {
+				k.firstUnacked = now
+			}
+			k.outstanding++
+			k.mu.Unlock()
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.Lease())}); err != nil {
+				return streamErr(sctx, err)
+			}
+			k.push(s, now.Add(max(s.TTL()/10, 100*time.Millisecond)))
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-k.kick:
+		case err := <-recvErr:
+			return streamErr(sctx, err)
+		case <-sctx.Done():
+			return context.Cause(sctx)
+		}
+	}
+}
+
+// streamErr prefers the reason the stream's context was canceled.
+func streamErr(sctx context.Context, err error) error {
+	if sctx.Err() != nil {
+		return context.Cause(sctx)
+	}
+	return err
+}
+
+// watchdog ends the stream when it does not open in time or stalls, and
+// checks every session's validity on the wall clock once a second (Go's
+// monotonic clock stops while the machine is suspended).
+func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, opened *atomic.Bool, start time.Time) {
+	tick := time.NewTicker(watchdogTick)
+	defer tick.Stop()
+	lastSweep := start
+	for {
+		select {
+		case <-sctx.Done():
+			return
+		case now := <-tick.C:
+			if !opened.Load() && now.Sub(start) > k.stallLimit() {
+				stop(errStalled)
+				return
+			}
+			if err := k.stalled(now); err != nil {
+				stop(err)
+				return
+			}
+			if now.Sub(lastSweep) >= wallSweep {
+				lastSweep = now
+				for _, s := range k.snapshot() {
+					s.checkExpiry()
+				}
+			}
+		}
+	}
+}
+
+// stallLimit is how long requests may go unanswered (or a stream take to
+// open) before the stream is replaced: a fifth of the shortest TTL, at least
+// 500ms.
+func (k *keeper) stallLimit() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return max(minStall, k.minTTL/5)
+}
+
+// stalled reports a stream on which requests have gone unanswered for the
+// stall limit: the path or member is dead even if TCP has not noticed yet.
+func (k *keeper) stalled(now time.Time) error {
+	limit := k.stallLimit()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.outstanding > 0 && now.Sub(k.firstUnacked) > limit {
+		return errStalled
+	}
+	return nil
+}
+
+func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		k.mu.Lock()
+		s := k.sessions[clientv3.LeaseID(resp.ID)]
+		if k.outstanding > 0 {
+			k.outstanding--
+		}
+		k.firstUnacked = time.Now()
+		k.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		if next, ok := s.onAck(resp.TTL); ok {
+			k.push(s, next)
+		}
+	}
+}
+
+type schedEntry struct {
+	due time.Time
+	s   kept
+	seq uint64
+}
+
+type schedHeap []schedEntry
+
+func (h schedHeap) Len() int           { return len(h) }
+func (h schedHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h schedHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *schedHeap) Push(x any)        { *h = append(*h, x.(schedEntry)) }
+func (h *schedHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
