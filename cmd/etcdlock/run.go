@@ -295,11 +295,6 @@ func notifySignals() (chan os.Signal, func()) {
 	return sigs, func() { signal.Stop(sigs) }
 }
 
-// libErr is a library error without the repeated "etcdlock: " prefixes.
-func libErr(err error) string {
-	return strings.ReplaceAll(errText(err), "etcdlock: ", "")
-}
-
 // openSession opens the session of run, elect and observe; the grant is
 // bounded by --command-timeout.
 func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts) (*etcdlock.Session, error) {
@@ -408,37 +403,6 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 	}
 	g.env = append(g.env, "ETCDLOCK_NAME="+name, "ETCDLOCK_KEY="+g.key, "ETCDLOCK_TOKEN="+g.token.String())
 	return a.supervise(s, g, path, argv, o.grace, sigs)
-}
-
-// precheck makes sure that this user may take name, bounded by
-// --command-timeout: the library retries every failed write while it waits,
-// permission denied included, so a user whose role does not cover the name
-// would otherwise wait forever. etcd checks the permissions of both branches
-// of a Txn, so a Put in a branch that never runs proves write access while
-// writing nothing.
-func (a *app) precheck(ctx context.Context, cli *clientv3.Client, name string) error {
-	prefix, err := etcdlock.KeyPrefix(name)
-	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
-	}
-	barriers, err := etcdlock.BarrierPrefix(name)
-	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
-	defer cancel()
-	_, err = cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(prefix), "<", 0)). // never true
-		Then(clientv3.OpPut(prefix+"permission-check", ""), clientv3.OpPut(barriers+"permission-check", "")).
-		Commit()
-	if err != nil {
-		msg := errText(err)
-		if strings.Contains(msg, "permission denied") {
-			msg += fmt.Sprintf(" (the user's role needs readwrite on the prefixes %q and %q)", prefix, barriers)
-		}
-		return exitf(exitUsage, "cannot use %q: %s", name, strings.TrimPrefix(msg, "etcdserver: "))
-	}
-	return nil
 }
 
 // release releases g, bounded by min(TTL, 5s); the error is ErrNotHeld (with
