@@ -92,29 +92,6 @@ A slow reader may skip intermediate states but always sees the latest.`,
 	return cmd
 }
 
-// exactArgs checks for exactly the named positional arguments.
-func exactArgs(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		switch {
-		case len(args) < len(names):
-			return usagef(cmd, "missing %s", names[len(args)])
-		case len(args) > len(names):
-			return usagef(cmd, "too many arguments: want %d, got %d", len(names), len(args))
-		}
-		return nil
-	}
-}
-
-// checkOutput checks an --output value.
-func checkOutput(cmd *cobra.Command, output string, allowed ...string) error {
-	for _, v := range allowed {
-		if output == v {
-			return nil
-		}
-	}
-	return usagef(cmd, "--output must be one of %v, not %q", allowed, output)
-}
-
 // leaderJSON is one line of elect's and observe's JSON output.
 type leaderJSON struct {
 	Leader   bool   `json:"leader"`
