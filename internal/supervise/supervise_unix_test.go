@@ -26,7 +26,6 @@ func startSleeper(t *testing.T) (*Child, *exec.Cmd) {
 
 func TestSuperviseTerminatesOnLoss(t *testing.T) {
 	c, cmd := startSleeper(t)
-	errBroken := errors.New("broken")
 	grant, lose := context.WithCancelCause(context.Background())
 	var events []Event
 	lose(errBroken)
