@@ -20,6 +20,7 @@ package etcdlock
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -470,5 +471,131 @@ func testLateEnqueue(t *testing.T, r recipe) {
 	}
 	if err := tl.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLateProclaimCannotOverwrite: a leader's Proclaim("v1") is held on a cut
+// path and given up on (its outcome unknown to the leader); once that path
+// is out of the balancer's rotation, Proclaim("v2") succeeds over the other
+// path. Only then does the held-back Txn of "v1" reach its member: it must
+// not overwrite "v2" (a Proclaim guarded only by the key's create revision
+// did), neither for Leader and a direct read nor for an Observe stream,
+// which must never report "v1" after "v2".
+func TestLateProclaimCannotOverwrite(t *testing.T) {
+	c := embedtest.Start(t)
+	leader := waitLeader(t, c)
+	fs := followersOf(c, leader)
+	p := newPaths(t, c, fs...)
+	late := p.links[0] // late reaches fs[0]
+	direct := newClient(t, c)
+	ls := openSession(t, p.cli, WithTTL(lateTTL), WithIdentity("leader"))
+	observer := openSession(t, direct, WithIdentity("observer"))
+	t.Cleanup(p.restoreAll)
+	name := uniqueName(t)
+	ctx := testCtx(t, 2*time.Minute)
+
+	l, err := NewElection(ls, name).Campaign(ctx, "v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewElection(observer, name)
+	// Every value the observer is told, in order; sawV2 is closed once it
+	// was told "v2".
+	var (
+		mu     sync.Mutex
+		values []string
+	)
+	sawV2 := make(chan struct{})
+	octx, ocancel := context.WithCancel(ctx)
+	obs := e.Observe(octx)
+	odone := make(chan struct{})
+	go func() {
+		defer close(odone)
+		v2 := false
+		for info := range obs {
+			mu.Lock()
+			values = append(values, info.Value)
+			mu.Unlock()
+			if info.Value == "v2" && !v2 {
+				v2 = true
+				close(sawV2)
+			}
+		}
+	}()
+	t.Cleanup(func() { ocancel(); <-odone })
+	observed := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), values...)
+	}
+
+	// Proclaim("v1") goes over late, held from now on, and is given up on.
+	late.Hold()
+	steer(t, p.cli, true)
+	before := fs[0].Calls(methodTxn)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	err = l.Proclaim(pctx, "v1")
+	pcancel()
+	if err == nil {
+		t.Fatal("Proclaim over a held path succeeded")
+	}
+	t.Logf("gave up on v1: %v", err)
+	if n := fs[0].Calls(methodTxn); n != before {
+		t.Fatalf("%s received %d Txn(s) while its path was held", fs[0].Name(), n-before)
+	}
+
+	// Once late is out of the rotation, Proclaim("v2") goes over the other
+	// path (whatever it sends first: a read of the key, or the Txn) and
+	// succeeds; the observer is told.
+	awaitPathDown(t, p.cli, 30*time.Second)
+	if err := l.Proclaim(ctx, "v2"); err != nil {
+		t.Fatalf("Proclaim(v2) after the path healed: %v", err)
+	}
+	select {
+	case <-sawV2:
+	case <-ctx.Done():
+		t.Fatalf("the observer was never told v2; told %q", observed())
+	}
+
+	// The held-back Txn of v1 arrives now, without its cancellation.
+	late.Restore()
+	if !awaitDelivery(fs[0], before, 10*time.Second) {
+		t.Fatalf("the held-back Proclaim never reached %s", fs[0].Name())
+	}
+	// Its write, if allowed, is applied within moments: a window in which
+	// nothing may happen (absence cannot be awaited).
+	time.Sleep(3 * time.Second)
+
+	info, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatalf("Leader: %v", err)
+	}
+	resp, err := direct.Get(ctx, l.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := "<no key>"
+	if len(resp.Kvs) == 1 {
+		got = decodeValue(resp.Kvs[0].Value).Value
+	}
+	vs := observed()
+	after := false
+	for _, v := range vs {
+		after = after || v == "v2"
+		if after && v == "v1" {
+			t.Errorf("Observe reported v1 after v2: told %q", vs)
+			break
+		}
+	}
+	if info.Value != "v2" || got != "v2" {
+		t.Errorf("the late Proclaim overwrote the leader's value: Leader = %q, key %s = %q, want v2 (observer told %q)",
+			info.Value, l.Key(), got, vs)
+	}
+	if vs[len(vs)-1] != "v2" {
+		t.Errorf("the observer was last told %q, want v2 (told %q)", vs[len(vs)-1], vs)
+	}
+	// The leader still leads and can proclaim again.
+	if err := l.Proclaim(ctx, "v3"); err != nil {
+		t.Errorf("Proclaim(v3): %v", err)
 	}
 }
