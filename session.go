@@ -27,6 +27,7 @@ const (
 // the last acknowledged one, minus a margin. A lost session stays lost: it
 // never sends another keepalive, so it cannot revive keys it declared lost.
 type Session struct {
+	// Set by newSession, then read-only.
 	cli      *clientv3.Client
 	lease    clientv3.LeaseID
 	ttl      time.Duration
@@ -37,27 +38,30 @@ type Session struct {
 	opts     sessionOptions
 	keeper   *keeper
 	tune     *tuning
-	reaper   *reaper
+	reaper   *reaper         // has its own lock
+	ctx      context.Context // canceled with the loss cause, by expire
+	cancel   context.CancelCauseFunc
+	closing  chan struct{}  // closed when Close is first called (Election.Run watches it)
+	wg       sync.WaitGroup // every goroutine the session and its grants start (goRun)
 
-	ctx    context.Context // canceled with the loss cause
-	cancel context.CancelCauseFunc
+	mu sync.Mutex // guards the fields below
+	// The lifecycle: err is set once, by expire; detached once, by detach.
+	err           error
+	detached      bool
+	leaseGoneSeen bool // the server said the lease is gone (no revoke needed)
+	// The validity clock (validity.go), written by the keeper's sends and
+	// acknowledgements.
+	validMono time.Time   // with a monotonic reading
+	validWall time.Time   // the same instant, wall clock only
+	sent      []time.Time // send times of unacknowledged keepalives
+	expiry    *time.Timer // fires at validMono
+	// Written by acquisitions and releases of the session's grants.
+	slots    map[string][]bool // slots.go
+	barriers map[string]int64  // queue dir -> the barrier's mod revision (barrier.go)
 
-	mu        sync.Mutex
-	err       error
-	validMono time.Time // with a monotonic reading
-	validWall time.Time // the same instant, wall clock only
-	sent      []time.Time
-	expiry    *time.Timer
-	detached  bool
-	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
-	leaseGoneSeen bool
-	slots         map[string][]bool
-	barriers      map[string]int64 // queue dir -> the barrier's mod revision (barrier.go)
-	wg            sync.WaitGroup   // every goroutine the session and its grants start
-
+	// Written by the first Close.
 	closeOnce sync.Once
 	closeErr  error
-	closing   chan struct{} // closed when Close is first called (Election.Run watches it)
 }
 
 // NewSession grants a lease of the configured TTL on cli and keeps it alive
