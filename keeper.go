@@ -56,8 +56,9 @@ type kept interface {
 }
 
 type keeperKey struct {
-	cli    *clientv3.Client
-	pinned bool
+	cli      *clientv3.Client
+	pinned   bool
+	batching bool
 }
 
 // keepers holds the running keepers, one per client and pinning mode.
@@ -80,6 +81,9 @@ type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
+	// batch is the client's group commit; nil without batching.
+	batch *batcher
+
 	// leader is the connection the current stream runs on while that
 	// connection reaches the leader; nil otherwise (see borrowLeader).
 	leader atomic.Pointer[leaderConn]
@@ -97,10 +101,10 @@ type keeper struct {
 	minTTL       time.Duration
 }
 
-func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
+func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger) *keeper {
 	keepers.Lock()
 	defer keepers.Unlock()
-	key := keeperKey{cli, pinned}
+	key := keeperKey{cli, pinned, batching}
 	if k := keepers.m[key]; k != nil {
 		k.refs++
 		return k
@@ -112,6 +116,9 @@ func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
 		sessions: map[clientv3.LeaseID]kept{},
 		seq:      map[kept]uint64{},
 		kick:     make(chan struct{}, 1),
+	}
+	if batching {
+		k.batch = newBatcher(k)
 	}
 	keepers.m[key] = k
 	go k.run()
@@ -214,6 +221,15 @@ func (k *keeper) snapshot() []kept {
 
 func (k *keeper) run() {
 	defer close(k.done)
+	if k.batch != nil {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.batch.run(k.ctx)
+		}()
+		defer wg.Wait()
+	}
 	b := newBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
 		conn, ep, owned := k.connect()

@@ -12,12 +12,13 @@ import (
 
 // sessionOptions is the configuration a SessionOption edits.
 type sessionOptions struct {
-	ttl      time.Duration
-	identity string
-	logger   *zap.Logger
-	pinning  bool
-	observer Observer
-	err      error // the first invalid option
+	ttl        time.Duration
+	identity   string
+	logger     *zap.Logger
+	pinning    bool
+	noBatching bool
+	observer   Observer
+	err        error // the first invalid option
 }
 
 func (o *sessionOptions) fail(err error) {
@@ -89,4 +90,12 @@ func defaultIdentity() string {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// WithoutBatching sends each of the session's writes as a request of its
+// own instead of through its client's group commit (DESIGN.md, "Group
+// commit"), for debugging or measuring. The sessions of a client that
+// choose differently use separate keepalive streams.
+func WithoutBatching() SessionOption {
+	return func(o *sessionOptions) { o.noBatching = true }
 }

@@ -337,16 +337,14 @@ type enqueueTxn struct {
 
 func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp) (*clientv3.TxnResponse, error) {
 	q := e.q
-	actx, kv, done := q.s.attempt(ctx, e.sk.uncertain)
-	defer done()
-	t := kv.Txn(actx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp).
-		Then(clientv3.OpGet(q.dir, e.get...),
-			clientv3.OpPut(e.sk.key, q.s.value(e.value), clientv3.WithLease(q.s.lease)))
+	op := txnOp{dir: q.dir,
+		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp},
+		thens: []clientv3.Op{clientv3.OpGet(q.dir, e.get...),
+			clientv3.OpPut(e.sk.key, q.s.value(e.value), clientv3.WithLease(q.s.lease))}}
 	if e.explain || e.sk.uncertain {
-		t = t.Else(clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly()))
+		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
 	}
-	return t.Commit()
+	return q.s.commit(ctx, e.sk.uncertain, op)
 }
 
 // answered returns the waiter of an answered Txn (or of an earlier attempt

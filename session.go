@@ -123,7 +123,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		_ = s.Close() // revokes (best effort) and waits for the session's goroutines
 		return nil, newError("new session", "", fmt.Errorf("%s: %w", reason, ErrSessionExpired))
 	}
-	s.keeper = acquireKeeper(cli, o.pinning, o.logger)
+	s.keeper = acquireKeeper(cli, o.pinning, !o.noBatching, o.logger)
 	s.mu.Lock()
 	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
 	s.mu.Unlock()

@@ -153,12 +153,9 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 // tryTxn sends one attempt of tryPut's Txn: put key if every cmp holds and
 // the key is new; else read the queue's first key, the key and the barrier.
 func (q queue) tryTxn(ctx context.Context, key, value string, cmps []clientv3.Cmp, retry bool) (*clientv3.TxnResponse, error) {
-	actx, kv, done := q.s.attempt(ctx, retry)
-	defer done()
-	return kv.Txn(actx).
-		If(append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))...).
-		Then(clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease))).
-		Else(clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
-			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())).
-		Commit()
+	return q.s.commit(ctx, retry, txnOp{dir: q.dir,
+		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
+		thens: []clientv3.Op{clientv3.OpPut(key, q.s.value(value), clientv3.WithLease(q.s.lease))},
+		elses: []clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
+			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}})
 }

@@ -96,12 +96,9 @@ func (w *waiter) waiting() (stop func()) {
 func (w *waiter) touch(ctx context.Context) error {
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		actx, kv, done := w.q.s.attempt(ctx, retry)
-		resp, err := kv.Txn(actx).
-			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-			Then(clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
-			Commit()
-		done()
+		resp, err := w.q.s.commit(ctx, retry, txnOp{dir: w.q.dir,
+			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+			thens: []clientv3.Op{clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}})
 		switch classify(err) {
 		case applied:
 			if resp.Succeeded {

@@ -35,6 +35,8 @@ type config struct {
 	election time.Duration
 	logger   *zap.Logger
 	fsync    bool
+	// maxTxnOps is etcd's --max-txn-ops; 0 = etcd's default.
+	maxTxnOps uint
 
 	// security (security.go)
 	tls          bool
@@ -146,6 +148,18 @@ func WithLogger(l *zap.Logger) Option {
 func WithFsync(on bool) Option {
 	return func(c *config) error {
 		c.fsync = on
+		return nil
+	}
+}
+
+// WithMaxTxnOps sets every member's limit on the operations of one Txn
+// (etcd's --max-txn-ops; default 128). n must be at least 1.
+func WithMaxTxnOps(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max txn ops %d < 1", ErrInvalidOption, n)
+		}
+		c.maxTxnOps = uint(n)
 		return nil
 	}
 }

@@ -1,0 +1,275 @@
+package etcdlock
+
+// This file holds group commit: a client's batcher sends the queue's writes
+// of all the client's sessions as nested Txns of one outer Txn, so many
+// grants, releases and touches share one etcd commit (DESIGN.md, "Group
+// commit"). Batching is natural: with nothing in flight a write leaves at
+// once; while a batch is in flight, new writes wait and leave together when
+// it returns.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Limits of one batch until the server says otherwise (see shrink): etcd's
+// defaults are 128 operations per Txn level (--max-txn-ops; a nested Txn's
+// operations count against what its parent leaves) and a 1.5 MiB request.
+const (
+	batchOps   = 64
+	batchBytes = 1 << 20
+)
+
+// txnOp is one write of the queue: a Txn on the keys of one queue (dir).
+type txnOp struct {
+	dir   string
+	cmps  []clientv3.Cmp
+	thens []clientv3.Op
+	elses []clientv3.Op
+}
+
+// size estimates the bytes op adds to a request.
+func (op txnOp) size() int {
+	n := 0
+	for _, c := range op.cmps {
+		n += len(c.KeyBytes()) + 24
+	}
+	for _, ops := range [][]clientv3.Op{op.thens, op.elses} {
+		for _, o := range ops {
+			n += len(o.KeyBytes()) + len(o.RangeBytes()) + len(o.ValueBytes()) + 24
+		}
+	}
+	return n
+}
+
+// commit sends op: on a first attempt through the client's batcher (when
+// the session batches), else as a Txn of its own, over the leader's
+// connection unless retry (see attempt).
+func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+	if b := s.keeper.batch; b != nil && !retry {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		if resp, err := b.do(actx, op); !errors.Is(err, errBatcherStopped) {
+			return resp, err
+		}
+	}
+	actx, kv, done := s.attempt(ctx, retry)
+	defer done()
+	return kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+}
+
+// errBatcherStopped: the batcher stopped before the write was sent.
+var errBatcherStopped = errors.New("etcdlock: batcher stopped")
+
+// batcher is the group commit of one keeper's client. Its goroutine (run)
+// is owned by the keeper. It is safe for concurrent use.
+type batcher struct {
+	k *keeper // for the leader's connection
+
+	mu       sync.Mutex
+	pending  []*batchCall // not yet sent, oldest first
+	stopped  bool
+	maxOps   int // writes per batch; shrinks when the server refuses
+	maxBytes int // request size; shrinks when the server refuses
+	kick     chan struct{}
+
+	// beforeSend, when set (by tests only), is called with each batch
+	// before it is sent.
+	beforeSend atomic.Pointer[func([]*batchCall)]
+}
+
+// batchCall is one write waiting for its answer.
+type batchCall struct {
+	op   txnOp
+	size int
+	sent bool // taken into a batch (guarded by batcher.mu)
+	done chan struct{}
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+func newBatcher(k *keeper) *batcher {
+	return &batcher{k: k, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
+}
+
+// do sends op in the next batch and returns its answer. When ctx ends
+// before op was sent, it is never sent (ctx's error); after, its outcome is
+// unknown. It returns errBatcherStopped, without sending, once the batcher
+// stopped.
+func (b *batcher) do(ctx context.Context, op txnOp) (*clientv3.TxnResponse, error) {
+	c := &batchCall{op: op, size: op.size(), done: make(chan struct{})}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return nil, errBatcherStopped
+	}
+	b.pending = append(b.pending, c)
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-c.done:
+		return c.resp, c.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-c.done: // answered meanwhile
+		return c.resp, c.err
+	default:
+	}
+	if !c.sent {
+		for i, p := range b.pending {
+			if p == c {
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil, ctx.Err()
+}
+
+// run sends batches until ctx ends; then the writes not sent are answered
+// errBatcherStopped (their callers send them themselves).
+func (b *batcher) run(ctx context.Context) {
+	for {
+		select {
+		case <-b.kick:
+		case <-ctx.Done():
+			b.mu.Lock()
+			b.stopped = true
+			rest := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			for _, c := range rest {
+				c.answer(nil, errBatcherStopped)
+			}
+			return
+		}
+		for batch := b.take(); len(batch) > 0; batch = b.take() {
+			b.send(ctx, batch)
+		}
+	}
+}
+
+// take returns the next batch: the oldest pending writes, at most maxOps of
+// them within maxBytes, never two of one queue. All keys created in one Txn
+// share its revision, so two grants of one name would carry equal tokens and
+// tie in the queue's order; and a release and the next enqueue of a reused
+// slot name write the same key, which etcd refuses in one Txn. A write
+// passed over keeps its place for the next batch.
+func (b *batcher) take() []*batchCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch []*batchCall
+	dirs := make(map[string]bool)
+	size := 0
+	rest := b.pending[:0]
+	for _, c := range b.pending {
+		if len(batch) < b.maxOps && !dirs[c.op.dir] && (len(batch) == 0 || size+c.size <= b.maxBytes) {
+			batch = append(batch, c)
+			dirs[c.op.dir] = true
+			size += c.size
+			c.sent = true
+			continue
+		}
+		rest = append(rest, c)
+	}
+	clear(b.pending[len(rest):])
+	b.pending = rest
+	return batch
+}
+
+// send commits batch and answers each of its writes. When the server
+// refuses the whole batch for one write's sake (its lease not found, a
+// permission, too many operations, too large), nothing of it was applied:
+// it splits the batch and sends the halves, so that each write gets its own
+// answer. An unknown outcome is every write's.
+func (b *batcher) send(ctx context.Context, batch []*batchCall) {
+	if h := b.beforeSend.Load(); h != nil {
+		(*h)(batch)
+	}
+	resp, err := b.commit(ctx, batch)
+	switch {
+	case err == nil:
+		if len(batch) == 1 {
+			batch[0].answer(resp, nil)
+			return
+		}
+		for i, c := range batch {
+			r := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
+			r.Header = resp.Header // nested answers carry no header of their own
+			c.answer(r, nil)
+		}
+	case len(batch) > 1 && splittable(err):
+		b.shrink(err, batch)
+		half := len(batch) / 2
+		b.send(ctx, batch[:half])
+		b.send(ctx, batch[half:])
+	default:
+		for _, c := range batch {
+			c.answer(nil, err)
+		}
+	}
+}
+
+// commit sends one batch over the leader's connection while the keeper
+// lends one, else the client's: a lone write as a Txn of its own, more as
+// nested Txns of one.
+func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.TxnResponse, error) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	var kv clientv3.KV = b.k.cli
+	if lc := b.k.borrowLeader(); lc != nil {
+		defer lc.giveBack()
+		kv = lc.kv
+	}
+	if len(batch) == 1 {
+		op := batch[0].op
+		return kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	}
+	ops := make([]clientv3.Op, len(batch))
+	for i, c := range batch {
+		ops[i] = clientv3.OpTxn(c.op.cmps, c.op.thens, c.op.elses)
+	}
+	return kv.Txn(actx).Then(ops...).Commit()
+}
+
+// splittable reports a refusal of a whole batch that may concern only some
+// of its writes: nothing of the batch was applied.
+func splittable(err error) bool {
+	switch classify(err) {
+	case leaseGone, refused:
+		return true
+	}
+	return false
+}
+
+// shrink learns the server's limits from a refusal of batch.
+func (b *batcher) shrink(err error, batch []*batchCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps):
+		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
+	case errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		size := 0
+		for _, c := range batch {
+			size += c.size
+		}
+		b.maxBytes = max(1, min(b.maxBytes, size/2))
+	}
+}
+
+func (c *batchCall) answer(resp *clientv3.TxnResponse, err error) {
+	c.resp, c.err = resp, err
+	close(c.done)
+}
