@@ -54,13 +54,15 @@ func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.T
 	if b := s.keeper.batch; b != nil && !retry {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
-		if resp, err := b.do(actx, op); !errors.Is(err, errBatcherStopped) {
+		if resp, err := b.do(actx, s.observer(), op); !errors.Is(err, errBatcherStopped) {
 			return resp, err
 		}
 	}
 	actx, kv, done := s.attempt(ctx, retry)
 	defer done()
-	return kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	resp, err := kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	s.observer().Batched(1)
+	return resp, err
 }
 
 // errBatcherStopped: the batcher stopped before the write was sent.
@@ -86,6 +88,7 @@ type batcher struct {
 // batchCall is one write waiting for its answer.
 type batchCall struct {
 	op   txnOp
+	obs  Observer // the writing session's
 	size int
 	sent bool // taken into a batch (guarded by batcher.mu)
 	done chan struct{}
@@ -101,8 +104,8 @@ func newBatcher(k *keeper) *batcher {
 // before op was sent, it is never sent (ctx's error); after, its outcome is
 // unknown. It returns errBatcherStopped, without sending, once the batcher
 // stopped.
-func (b *batcher) do(ctx context.Context, op txnOp) (*clientv3.TxnResponse, error) {
-	c := &batchCall{op: op, size: op.size(), done: make(chan struct{})}
+func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.TxnResponse, error) {
+	c := &batchCall{op: op, obs: obs, size: op.size(), done: make(chan struct{})}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -150,7 +153,7 @@ func (b *batcher) run(ctx context.Context) {
 			b.pending = nil
 			b.mu.Unlock()
 			for _, c := range rest {
-				c.answer(nil, errBatcherStopped)
+				c.answer(nil, errBatcherStopped, 0)
 			}
 			return
 		}
@@ -201,13 +204,13 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 	switch {
 	case err == nil:
 		if len(batch) == 1 {
-			batch[0].answer(resp, nil)
+			batch[0].answer(resp, nil, 1)
 			return
 		}
 		for i, c := range batch {
 			r := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
 			r.Header = resp.Header // nested answers carry no header of their own
-			c.answer(r, nil)
+			c.answer(r, nil, len(batch))
 		}
 	case len(batch) > 1 && splittable(err):
 		b.shrink(err, batch)
@@ -216,7 +219,7 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 		b.send(ctx, batch[half:])
 	default:
 		for _, c := range batch {
-			c.answer(nil, err)
+			c.answer(nil, err, len(batch))
 		}
 	}
 }
@@ -269,7 +272,12 @@ func (b *batcher) shrink(err error, batch []*batchCall) {
 	}
 }
 
-func (c *batchCall) answer(resp *clientv3.TxnResponse, err error) {
+// answer hands the call its answer from a batch of size writes (0: none
+// was sent).
+func (c *batchCall) answer(resp *clientv3.TxnResponse, err error, size int) {
+	if size > 0 {
+		c.obs.Batched(size)
+	}
 	c.resp, c.err = resp, err
 	close(c.done)
 }
