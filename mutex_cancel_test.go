@@ -33,7 +33,7 @@ func TestCancelAtEveryPoint(t *testing.T) {
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			var fired atomic.Bool
-			hook := cancelAtHook(tc.point, tc.fake, holder, cancel, &fired, lctx)
+			hook := cancelAtHook(lctx, cancel, tc.point, tc.fake, holder, &fired)
 			setHook(t, hook, s)
 			errc := make(chan error, 1)
 			go func() {
@@ -65,10 +65,11 @@ func TestCancelAtEveryPoint(t *testing.T) {
 	}
 }
 
-// cancelAtHook returns a test hook that cancels the Lock's ctx the first time
-// point is reached (a hand-off read only after holder's release); with fake,
-// it also reports the ctx's error as if the applied Txn's answer were lost.
-func cancelAtHook(point hookPoint, fake bool, holder *Lock, cancel context.CancelFunc, fired *atomic.Bool, lctx context.Context) func(hookPoint, error) error {
+// cancelAtHook returns a test hook that cancels the Lock's ctx (lctx) the
+// first time point is reached (a hand-off read only after holder's
+// release); with fake, it also reports the ctx's error as if the applied
+// Txn's answer were lost.
+func cancelAtHook(lctx context.Context, cancel context.CancelFunc, point hookPoint, fake bool, holder *Lock, fired *atomic.Bool) func(hookPoint, error) error {
 	return func(p hookPoint, err error) error {
 		if p != point || fired.Load() {
 			return err
