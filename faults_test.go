@@ -74,13 +74,7 @@ func grantOrder(t *testing.T, watcher *clientv3.Client, name string, sessions []
 func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
-	var victim *embedtest.Member
-	for _, m := range c.Members() {
-		if m != leader {
-			victim = m
-			break
-		}
-	}
+	victim := followersOf(c, leader)[0]
 	// The test's own writes go to the leader only: a request to the
 	// isolated member would time out.
 	all, err := leader.Client()
@@ -110,18 +104,7 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 10; i++ {
-		if _, err := all.Put(ctx, name+"-filler", "x"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := all.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := all.Compact(ctx, resp.Header.Revision); err != nil {
-		t.Fatal(err)
-	}
+	compactAfterFillers(t, ctx, all, name)
 	time.Sleep(time.Until(isolated.Add(4 * time.Second))) // the fault lasts 4s: that is the scenario, not synchronisation
 	if err := victim.Heal(); err != nil {
 		t.Fatal(err)

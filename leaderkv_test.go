@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -75,17 +76,7 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 			}
 			s, leader := keptSession(t, c, cli, WithLeaderPinning(tc.pinning))
 			ctx := testCtx(t, 30*time.Second)
-			count := func() (onLeader, elsewhere int64) {
-				for _, m := range c.Members() {
-					n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
-					if m == leader {
-						onLeader += n
-					} else {
-						elsewhere += n
-					}
-				}
-				return onLeader, elsewhere
-			}
+			count := func() (onLeader, elsewhere int64) { return writesBy(c, leader) }
 			l0, e0 := count()
 			const cycles = 12
 			name := uniqueName(t)
@@ -95,15 +86,7 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i == 0 && tc.namespace != "" {
-					// The key must live under the client's namespace.
-					raw := newClient(t, c)
-					resp, err := raw.Get(ctx, tc.namespace+namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
-					if err != nil {
-						t.Fatal(err)
-					}
-					if resp.Count != 1 || !strings.HasPrefix(l.Key(), namePrefix(name)) {
-						t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
-					}
+					checkNamespacedKey(t, ctx, c, tc.namespace, name, l)
 				}
 				if err := l.Unlock(ctx); err != nil {
 					t.Fatal(err)
@@ -121,6 +104,34 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 				t.Fatalf("all %d writes went to the leader; want the balanced connection", onLeader)
 			}
 		})
+	}
+}
+
+// writesBy sums the writes (Txn, DeleteRange) the leader and the other
+// members of c have received.
+func writesBy(c *embedtest.Cluster, leader *embedtest.Member) (onLeader, elsewhere int64) {
+	for _, m := range c.Members() {
+		n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
+		if m == leader {
+			onLeader += n
+		} else {
+			elsewhere += n
+		}
+	}
+	return onLeader, elsewhere
+}
+
+// checkNamespacedKey checks that l's key of name lives under the client's
+// namespace ns.
+func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster, ns, name string, l *Lock) {
+	t.Helper()
+	raw := newClient(t, c)
+	resp, err := raw.Get(ctx, ns+namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 1 || !strings.HasPrefix(l.Key(), namePrefix(name)) {
+		t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
 	}
 }
 
