@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,21 +71,6 @@ func (g *batchGate) sizes() []int {
 		out[i] = len(b)
 	}
 	return out
-}
-
-// lockAsync locks m in a goroutine; the result arrives on the channel.
-func lockAsync(ctx context.Context, m *Mutex) <-chan lockResult {
-	ch := make(chan lockResult, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		ch <- lockResult{l, err}
-	}()
-	return ch
-}
-
-type lockResult struct {
-	l   *Lock
-	err error
 }
 
 // TestBatchAnswersEachMember: one batch carries writes of three sessions, one
