@@ -4,8 +4,8 @@ package etcdlock
 // of all the client's sessions as nested Txns of one outer Txn, so many
 // grants, releases and touches share one etcd commit (DESIGN.md, "Group
 // commit"). Batching is natural: with nothing in flight a write leaves at
-// once; while a batch is in flight, new writes wait and leave together when
-// it returns.
+// once, from its caller's goroutine; while a batch is in flight, new writes
+// wait and leave together when it returns.
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Limits of one batch until the server says otherwise (see shrink): etcd's
-// defaults are 128 operations per Txn level (--max-txn-ops; a nested Txn's
-// operations count against what its parent leaves) and a 1.5 MiB request.
+// Limits of one batch until the server refuses one (see shrink). etcd's
+// defaults are 128 operations per Txn level (--max-txn-ops), where a nested
+// Txn may use only what its parent leaves (our writes need at most 3), and
+// a 1.5 MiB request.
 const (
-	batchOps   = 64
+	batchOps   = 120
 	batchBytes = 1 << 20
 )
 
@@ -75,6 +76,7 @@ type batcher struct {
 
 	mu       sync.Mutex
 	pending  []*batchCall // not yet sent, oldest first
+	busy     bool         // a batch is in flight
 	stopped  bool
 	maxOps   int // writes per batch; shrinks when the server refuses
 	maxBytes int // request size; shrinks when the server refuses
@@ -100,10 +102,10 @@ func newBatcher(k *keeper) *batcher {
 	return &batcher{k: k, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
 }
 
-// do sends op in the next batch and returns its answer. When ctx ends
-// before op was sent, it is never sent (ctx's error); after, its outcome is
-// unknown. It returns errBatcherStopped, without sending, once the batcher
-// stopped.
+// do sends op and returns its answer: at once, from this goroutine, when no
+// batch is in flight; else in the next batch. When ctx ends before op was
+// sent, it is never sent (ctx's error); after, its outcome is unknown. It
+// returns errBatcherStopped, without sending, once the batcher stopped.
 func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.TxnResponse, error) {
 	c := &batchCall{op: op, obs: obs, size: op.size(), done: make(chan struct{})}
 	b.mu.Lock()
@@ -111,12 +113,16 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		b.mu.Unlock()
 		return nil, errBatcherStopped
 	}
+	if !b.busy && len(b.pending) == 0 {
+		b.busy, c.sent = true, true
+		b.mu.Unlock()
+		b.send(ctx, []*batchCall{c})
+		b.idle()
+		return c.resp, c.err
+	}
 	b.pending = append(b.pending, c)
 	b.mu.Unlock()
-	select {
-	case b.kick <- struct{}{}:
-	default:
-	}
+	b.wake()
 	select {
 	case <-c.done:
 		return c.resp, c.err
@@ -159,12 +165,32 @@ func (b *batcher) run(ctx context.Context) {
 		}
 		for batch := b.take(); len(batch) > 0; batch = b.take() {
 			b.send(ctx, batch)
+			b.idle()
 		}
 	}
 }
 
-// take returns the next batch: the oldest pending writes, at most maxOps of
-// them within maxBytes, never two of one queue. All keys created in one Txn
+// idle ends the batch in flight, and wakes run for the writes that came
+// meanwhile.
+func (b *batcher) idle() {
+	b.mu.Lock()
+	b.busy = false
+	more := len(b.pending) > 0
+	b.mu.Unlock()
+	if more {
+		b.wake()
+	}
+}
+
+func (b *batcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the next batch, unless one is in flight: the oldest pending
+// writes, at most maxOps of them within maxBytes, never two of one queue. All keys created in one Txn
 // share its revision, so two grants of one name would carry equal tokens and
 // tie in the queue's order; and a release and the next enqueue of a reused
 // slot name write the same key, which etcd refuses in one Txn. A write
@@ -172,6 +198,10 @@ func (b *batcher) run(ctx context.Context) {
 func (b *batcher) take() []*batchCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.busy || len(b.pending) == 0 {
+		return nil
+	}
+	b.busy = true
 	var batch []*batchCall
 	dirs := make(map[string]bool)
 	size := 0

@@ -24,10 +24,14 @@ func waitLeader(t *testing.T, c *embedtest.Cluster) *embedtest.Member {
 }
 
 func TestTwoOfFiveMembersDown(t *testing.T) {
+	bothModes(t, testTwoOfFiveMembersDown)
+}
+
+func testTwoOfFiveMembersDown(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t, embedtest.WithMembers(5))
 	leader := waitLeader(t, c)
 	cli := newClient(t, c)
-	s := openSession(t, cli)
+	s := openSession(t, cli, opts...)
 	name := uniqueName(t)
 	// Kill the leader and one follower: 3 of 5 still make a majority.
 	killed := 0
@@ -72,6 +76,10 @@ func grantOrder(t *testing.T, watcher *clientv3.Client, name string, sessions []
 }
 
 func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
+	bothModes(t, testIsolatedMemberKeepsWaitersInOrder)
+}
+
+func testIsolatedMemberKeepsWaitersInOrder(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	victim := followersOf(c, leader)[0]
@@ -88,8 +96,8 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { onVictim.Close() })
 	name := uniqueName(t)
-	holder := mustLock(t, NewMutex(openSession(t, all), name))
-	waiters := []*Session{openSession(t, onVictim), openSession(t, onVictim)}
+	holder := mustLock(t, NewMutex(openSession(t, all, opts...), name))
+	waiters := []*Session{openSession(t, onVictim, opts...), openSession(t, onVictim, opts...)}
 	const n = 4
 	order := grantOrder(t, all, name, waiters, n)
 	keysBefore := keysUnder(t, all, name)
@@ -127,6 +135,10 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 }
 
 func TestCutClientLosesSession(t *testing.T) {
+	bothModes(t, testCutClientLosesSession)
+}
+
+func testCutClientLosesSession(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	waitLeader(t, c)
 	all := newClient(t, c)
@@ -137,8 +149,8 @@ func TestCutClientLosesSession(t *testing.T) {
 	t.Cleanup(func() { flaky.Close() })
 	const ttl = 3 * time.Second
 	name := uniqueName(t)
-	holder := mustLock(t, NewMutex(openSession(t, all), name))
-	s := openSession(t, flaky, WithTTL(ttl))
+	holder := mustLock(t, NewMutex(openSession(t, all, opts...), name))
+	s := openSession(t, flaky, append(opts, WithTTL(ttl))...)
 	ctx := testCtx(t, time.Minute)
 	errc := make(chan error, 1)
 	go func() {
@@ -174,10 +186,14 @@ func TestCutClientLosesSession(t *testing.T) {
 }
 
 func TestLeaderKilledWhileWaiting(t *testing.T) {
+	bothModes(t, testLeaderKilledWhileWaiting)
+}
+
+func testLeaderKilledWhileWaiting(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	cli := newClient(t, c)
-	ss := []*Session{openSession(t, cli), openSession(t, newClient(t, c)), openSession(t, newClient(t, c))}
+	ss := []*Session{openSession(t, cli, opts...), openSession(t, newClient(t, c), opts...), openSession(t, newClient(t, c), opts...)}
 	name := uniqueName(t)
 	holder := mustLock(t, NewMutex(ss[0], name))
 	const n = 6
@@ -278,3 +294,9 @@ func TestUnpinnedKeepalivesStillWork(t *testing.T) {
 }
 
 var _ = context.Background
+
+// bothModes runs test with batching (the default) and without.
+func bothModes(t *testing.T, test func(t *testing.T, opts ...SessionOption)) {
+	t.Run("batching", func(t *testing.T) { test(t) })
+	t.Run("unbatched", func(t *testing.T) { test(t, WithoutBatching()) })
+}

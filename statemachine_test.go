@@ -31,9 +31,14 @@ func TestRandomStateMachine(t *testing.T) {
 	}
 	t.Logf("seed %d (ETCDLOCK_SEED=%d to replay)", seed, seed)
 	for _, kind := range []string{"semaphore", "rwmutex"} {
-		t.Run(kind, func(t *testing.T) {
-			runStateMachine(t, kind, rand.New(rand.NewPCG(seed, 7)), 200)
-		})
+		for _, mode := range []struct {
+			name string
+			opts []SessionOption
+		}{{"batching", nil}, {"unbatched", []SessionOption{WithoutBatching()}}} {
+			t.Run(kind+"/"+mode.name, func(t *testing.T) {
+				runStateMachine(t, kind, rand.New(rand.NewPCG(seed, 7)), 200, mode.opts...)
+			})
+		}
 	}
 }
 
@@ -52,6 +57,7 @@ type smAcq struct {
 type smRun struct {
 	t        *testing.T
 	kind     string
+	opts     []SessionOption // of every session: batching or not
 	name     string
 	ctx      context.Context
 	rng      *rand.Rand
@@ -64,8 +70,8 @@ type smRun struct {
 	lastSeen string // etcd's last state that disagreed with the model
 }
 
-func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
-	r := newSMRun(t, kind, rng)
+func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int, opts ...SessionOption) {
+	r := newSMRun(t, kind, rng, opts)
 	defer func() {
 		if t.Failed() && r.lastSeen != "" {
 			t.Logf("etcd's last state: %s", r.lastSeen)
@@ -88,8 +94,8 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int) {
 
 // newSMRun opens the run's 4 sessions; session 0 reaches etcd through a
 // link only.
-func newSMRun(t *testing.T, kind string, rng *rand.Rand) *smRun {
-	r := &smRun{t: t, kind: kind, rng: rng, cli: newClient(t, nil), name: uniqueName(t), ctx: testCtx(t, 5*time.Minute)}
+func newSMRun(t *testing.T, kind string, rng *rand.Rand, opts []SessionOption) *smRun {
+	r := &smRun{t: t, kind: kind, rng: rng, opts: opts, cli: newClient(t, nil), name: uniqueName(t), ctx: testCtx(t, 5*time.Minute)}
 	link, err := shared.NewLink()
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +119,9 @@ func newSMRun(t *testing.T, kind string, rng *rand.Rand) *smRun {
 
 func (r *smRun) newSession(i int) *Session {
 	if i == 0 {
-		return openSession(r.t, r.linkCli)
+		return openSession(r.t, r.linkCli, r.opts...)
 	}
-	return openSession(r.t, r.cli)
+	return openSession(r.t, r.cli, r.opts...)
 }
 
 func (r *smRun) acquire(ctx context.Context, s *Session, write bool) (*Lock, error) {
