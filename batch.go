@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 )
 
 // Limits of one batch until the server refuses one (see shrink). etcd's
@@ -286,19 +287,24 @@ func splittable(err error) bool {
 	return false
 }
 
-// shrink learns the server's limits from a refusal of batch.
+// shrink learns the server's limits from a refusal of batch: too many
+// operations or too large shrink the batches to half of this one; a refusal
+// that concerns one write (its lease, a permission, credentials) changes nothing; any
+// other (a server that refuses nested Txns) halves the writes per batch, so
+// that it falls back to one request per write.
 func (b *batcher) shrink(err error, batch []*batchCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps):
-		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
 	case errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
 		size := 0
 		for _, c := range batch {
 			size += c.size
 		}
 		b.maxBytes = max(1, min(b.maxBytes, size/2))
+	case classify(err) == leaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
+	default: // too many operations, or nested Txns refused
+		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
 	}
 }
 

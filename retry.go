@@ -101,15 +101,20 @@ func classify(err error) outcome {
 
 // permanent reports an error that retrying cannot fix (see refused).
 func permanent(err error) bool {
-	code := status.Code(err) // finds a gRPC status anywhere in the chain
-	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
-		code = ee.Code() // clientv3's form of the same status
-	}
-	switch code {
+	switch codeOf(err) {
 	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
 		return true
 	}
 	return false
+}
+
+// codeOf returns the gRPC code of err: of a gRPC status anywhere in its
+// chain, or of clientv3's form of one (rpctypes.EtcdError).
+func codeOf(err error) codes.Code {
+	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
+		return ee.Code()
+	}
+	return status.Code(err)
 }
 
 func isLeaseNotFound(err error) bool {
