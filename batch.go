@@ -5,7 +5,7 @@ package etcdlock
 // grants, releases and touches share one etcd commit (DESIGN.md, "Group
 // commit"). Batching is natural: with nothing in flight a write leaves at
 // once, from its caller's goroutine; while a batch is in flight, new writes
-// wait and leave together when it returns.
+// wait and leave together when it returns, or when they fill a batch.
 
 import (
 	"context"
@@ -76,8 +76,9 @@ type batcher struct {
 	k *keeper // for the leader's connection
 
 	mu       sync.Mutex
-	pending  []*batchCall // not yet sent, oldest first
-	busy     bool         // a batch is in flight
+	pending  []*batchCall   // not yet sent, oldest first
+	waiting  map[string]int // queue dir -> its writes in pending
+	inflight int            // batches in flight
 	stopped  bool
 	maxOps   int // writes per batch; shrinks when the server refuses
 	maxBytes int // request size; shrinks when the server refuses
@@ -100,13 +101,20 @@ type batchCall struct {
 }
 
 func newBatcher(k *keeper) *batcher {
-	return &batcher{k: k, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
+	return &batcher{k: k, waiting: map[string]int{}, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
 }
 
 // do sends op and returns its answer: at once, from this goroutine, when no
-// batch is in flight; else in the next batch. When ctx ends before op was
-// sent, it is never sent (ctx's error); after, its outcome is unknown. It
-// returns errBatcherStopped, without sending, once the batcher stopped.
+// batch is in flight; else in the next batch, unless a write of its queue
+// already waits for it: then alone, at once. Never two writes of one queue
+// in a batch: all keys created in one Txn share its revision, so two grants
+// of one name would carry equal tokens and tie in the queue's order; and a
+// release and the next enqueue of a reused slot name write the same key,
+// which etcd refuses in one Txn. (Sent alone, a hot lock's writes do not
+// wait for each other's batches either.) When ctx ends
+// before op was sent, it is never sent (ctx's error); after, its outcome is
+// unknown. It returns errBatcherStopped, without sending, once the batcher
+// stopped.
 func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.TxnResponse, error) {
 	c := &batchCall{op: op, obs: obs, size: op.size(), done: make(chan struct{})}
 	b.mu.Lock()
@@ -114,16 +122,27 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		b.mu.Unlock()
 		return nil, errBatcherStopped
 	}
-	if !b.busy && len(b.pending) == 0 {
-		b.busy, c.sent = true, true
+	if b.waiting[op.dir] > 0 {
+		c.sent = true
+		b.mu.Unlock()
+		b.send(ctx, []*batchCall{c})
+		return c.resp, c.err
+	}
+	if b.inflight == 0 && len(b.pending) == 0 {
+		b.inflight++
+		c.sent = true
 		b.mu.Unlock()
 		b.send(ctx, []*batchCall{c})
 		b.idle()
 		return c.resp, c.err
 	}
 	b.pending = append(b.pending, c)
+	b.waiting[op.dir]++
+	ready := len(b.pending) >= b.maxOps || b.inflight == 0
 	b.mu.Unlock()
-	b.wake()
+	if ready {
+		b.wake()
+	}
 	select {
 	case <-c.done:
 		return c.resp, c.err
@@ -140,6 +159,7 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		for i, p := range b.pending {
 			if p == c {
 				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				b.unwait(c)
 				break
 			}
 		}
@@ -148,8 +168,12 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 }
 
 // run sends batches until ctx ends; then the writes not sent are answered
-// errBatcherStopped (their callers send them themselves).
+// errBatcherStopped (their callers send them themselves). A batch leaves
+// when the one in flight returns, or at once when it is full; each is sent
+// from a goroutine run owns.
 func (b *batcher) run(ctx context.Context) {
+	var sends sync.WaitGroup
+	defer sends.Wait()
 	for {
 		select {
 		case <-b.kick:
@@ -158,6 +182,7 @@ func (b *batcher) run(ctx context.Context) {
 			b.stopped = true
 			rest := b.pending
 			b.pending = nil
+			clear(b.waiting)
 			b.mu.Unlock()
 			for _, c := range rest {
 				c.answer(nil, errBatcherStopped, 0)
@@ -165,17 +190,28 @@ func (b *batcher) run(ctx context.Context) {
 			return
 		}
 		for batch := b.take(); len(batch) > 0; batch = b.take() {
-			b.send(ctx, batch)
-			b.idle()
+			sends.Add(1)
+			go func() {
+				defer sends.Done()
+				b.send(ctx, batch)
+				b.idle()
+			}()
 		}
 	}
 }
 
-// idle ends the batch in flight, and wakes run for the writes that came
+// unwait counts c out of pending. b.mu is held.
+func (b *batcher) unwait(c *batchCall) {
+	if b.waiting[c.op.dir]--; b.waiting[c.op.dir] <= 0 {
+		delete(b.waiting, c.op.dir)
+	}
+}
+
+// idle ends a batch in flight, and wakes run for the writes that came
 // meanwhile.
 func (b *batcher) idle() {
 	b.mu.Lock()
-	b.busy = false
+	b.inflight--
 	more := len(b.pending) > 0
 	b.mu.Unlock()
 	if more {
@@ -190,29 +226,27 @@ func (b *batcher) wake() {
 	}
 }
 
-// take returns the next batch, unless one is in flight: the oldest pending
-// writes, at most maxOps of them within maxBytes, never two of one queue. All keys created in one Txn
-// share its revision, so two grants of one name would carry equal tokens and
-// tie in the queue's order; and a release and the next enqueue of a reused
-// slot name write the same key, which etcd refuses in one Txn. A write
-// passed over keeps its place for the next batch.
+// take returns the next batch, unless one is in flight and the pending
+// writes do not fill one: the oldest pending writes, at most maxOps of them
+// within maxBytes. Pending never holds two
+// writes of one queue (do sends the second alone), so neither does a batch.
+// A write passed over keeps its place for the next batch.
 func (b *batcher) take() []*batchCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.busy || len(b.pending) == 0 {
+	if len(b.pending) == 0 || (b.inflight > 0 && len(b.pending) < b.maxOps) {
 		return nil
 	}
-	b.busy = true
+	b.inflight++
 	var batch []*batchCall
-	dirs := make(map[string]bool)
 	size := 0
 	rest := b.pending[:0]
 	for _, c := range b.pending {
-		if len(batch) < b.maxOps && !dirs[c.op.dir] && (len(batch) == 0 || size+c.size <= b.maxBytes) {
+		if len(batch) < b.maxOps && (len(batch) == 0 || size+c.size <= b.maxBytes) {
 			batch = append(batch, c)
-			dirs[c.op.dir] = true
 			size += c.size
 			c.sent = true
+			b.unwait(c)
 			continue
 		}
 		rest = append(rest, c)

@@ -146,8 +146,9 @@ func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
 }
 
 // TestBatchNeverTwoOfOneName: writes on one name never share a batch (their
-// keys would share the Txn's revision: equal tokens); the second waits for
-// the next batch and gets a larger token, and the two never hold at once.
+// keys would share the Txn's revision: equal tokens). While a batch is held
+// in flight, two enqueues of one name wait: one for the next batch, the
+// other goes alone. They get distinct tokens and never hold at once.
 func TestBatchNeverTwoOfOneName(t *testing.T) {
 	cli := newClient(t, nil)
 	ctx := testCtx(t, 60*time.Second)
@@ -160,16 +161,23 @@ func TestBatchNeverTwoOfOneName(t *testing.T) {
 	g.await(t, 1)
 	rb := lockAsync(ctx, NewMutex(b, name))
 	other := lockAsync(ctx, NewMutex(b, uniqueName(t)))
-	g.await(t, 3)
+	g.await(t, 2)
 	g.open()
 	for _, r := range []<-chan lockResult{first, other} {
 		if got := <-r; got.err != nil {
 			t.Fatal(got.err)
 		}
 	}
-	la := <-ra
-	if la.err != nil {
-		t.Fatal(la.err)
+	var held lockResult
+	var next <-chan lockResult
+	select {
+	case held = <-ra:
+		next = rb
+	case held = <-rb:
+		next = ra
+	}
+	if held.err != nil {
+		t.Fatal(held.err)
 	}
 	// Both keys are in the queue, with distinct create revisions.
 	waitFor(t, 30*time.Second, "the second key", func() bool { return len(keysUnder(t, cli, name)) == 2 })
@@ -181,19 +189,19 @@ func TestBatchNeverTwoOfOneName(t *testing.T) {
 		t.Fatalf("keys of %s: %v; want two with distinct create revisions (batches %v)", name, resp.Kvs, g.sizes())
 	}
 	select {
-	case got := <-rb:
+	case got := <-next:
 		t.Fatalf("the second Lock of %s was granted while the first holds: %+v", name, got)
 	default:
 	}
-	if err := la.l.Unlock(ctx); err != nil {
+	if err := held.l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lb := <-rb
-	if lb.err != nil {
-		t.Fatal(lb.err)
+	later := <-next
+	if later.err != nil {
+		t.Fatal(later.err)
 	}
-	if lb.l.Token() <= la.l.Token() {
-		t.Fatalf("tokens %d then %d; want the later grant's larger", la.l.Token(), lb.l.Token())
+	if later.l.Token() <= held.l.Token() {
+		t.Fatalf("tokens %d then %d; want the later grant's larger", held.l.Token(), later.l.Token())
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
