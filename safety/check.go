@@ -39,6 +39,14 @@ const (
 	// FIFO: waiters are granted in enqueue order; no key that reached
 	// the front of the queue while its session lived on was passed over.
 	FIFO Checker = "fifo"
+	// Held: no grant was taken from a holder that still held it while its
+	// session lived on: no reported grant's key was deleted, as the test
+	// saw in etcd's record, before its holder began to release it, unless
+	// the deletion went with its lease (a lease that created a later key
+	// of the queue was alive). A key deleted under a live holder hands the
+	// lock to the next waiter while the holder still acts on it: two
+	// holders, which fencing hides from the other checkers.
+	Held Checker = "held"
 	// Shared: with shared grants (RWMutex readers, admitted with
 	// Fence.AdmitShared), no write was admitted with a token lower than a
 	// shared read admitted before it (a stale writer after a newer
@@ -48,7 +56,7 @@ const (
 )
 
 // checkers lists every checker, in report order.
-var checkers = []Checker{Linearizability, Increments, Tokens, Grants, FIFO, Shared}
+var checkers = []Checker{Linearizability, Increments, Tokens, Grants, FIFO, Held, Shared}
 
 // maxMessages caps the messages kept per checker.
 const maxMessages = 20
@@ -159,6 +167,7 @@ func Check(h *History, opts Options) *Report {
 	results := map[Checker][]string{
 		Increments: CheckIncrements(h),
 		Tokens:     CheckTokens(h),
+		Held:       CheckHeld(h),
 		Shared:     CheckShared(h),
 	}
 	if !h.SharedGrants {
@@ -514,6 +523,32 @@ func CheckFIFO(h *History) []string {
 		if later := lastByLease[k.lease]; later > k.create {
 			v.add("waiter %s (token %d) reached the front at revision %d while its session lived on (it enqueued again at %d), but was never granted",
 				k.key, k.create, k.front, later)
+		}
+	}
+	return v.list()
+}
+
+// CheckHeld checks that no grant was lost while its holder held it and its
+// session lived on (see Held) and returns what it found. The evidence is
+// etcd's: the deletion's event arrived at the test (so it was committed)
+// before the holder stamped the start of its release, and the key's lease
+// created a later key of the queue (so the deletion was not the lease's
+// expiry or revocation, which would end the lease for good).
+func CheckHeld(h *History) []string {
+	var v violations
+	q := buildQueue(h)
+	lastByLease := map[int64]int64{}
+	for _, k := range q.keys {
+		lastByLease[k.lease] = max(lastByLease[k.lease], k.create)
+	}
+	for _, g := range h.Grants {
+		k := q.byCreate[int64(g.Token)]
+		if k == nil || k.del == 0 || k.delAt == 0 || g.Released == 0 || k.delAt >= g.Released {
+			continue
+		}
+		if later := lastByLease[k.lease]; later > k.del {
+			v.add("grant of token %d (client %d, key %s) lost while held: its key was deleted at revision %d, %v before its holder began to release it, and its session lived on (its lease created a key at revision %d): two holders",
+				g.Token, g.Client, k.key, k.del, time.Duration(g.Released-k.delAt), later)
 		}
 	}
 	return v.list()

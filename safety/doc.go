@@ -30,8 +30,10 @@
 // linearizability of the increments (github.com/anishathalye/porcupine),
 // no acknowledged increment lost or applied twice, tokens admitted by the
 // resource only ever increasing, grants that agree with etcd's own record of
-// the queue (a watch opened before the first operation), FIFO order, and no
-// write admitted after a shared read with a newer token.
+// the queue (a watch opened before the first operation), FIFO order, no
+// grant whose key was deleted before its holder released it while its
+// session lived on (two holders, which fencing hides from the other
+// checkers), and no write admitted after a shared read with a newer token.
 // A self-test runs the same suite against deliberately broken registers
 // (Unfenced, FenceWritesOnly) and asserts that the checkers fail them.
 //

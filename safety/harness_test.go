@@ -573,6 +573,20 @@ func (c *cell) handle(p *proc, line string) {
 		p.lease = int64(v)
 	case "SESSION_LOST":
 		c.n.sessionsLost++
+	case "UNLOCK":
+		if len(f) != 3 {
+			bad()
+			return
+		}
+		tok := etcdlock.Token(parseInt(f[1]))
+		for i := len(c.grants) - 1; i >= 0; i-- {
+			if g := &c.grants[i]; g.Client == p.id && g.Token == tok {
+				if g.Released == 0 {
+					g.Released = parseInt(f[2])
+				}
+				break
+			}
+		}
 	case "SESSIONERR", "ENQ", "UNLOCKED":
 	case "LOCKERR":
 		c.n.lockErrors++
@@ -1041,7 +1055,7 @@ func (c *cell) fillFromEtcd(h *History, events []recorded) {
 		switch {
 		case strings.HasPrefix(ev.key, c.dir):
 			h.Queue = append(h.Queue, QueueEvent{Revision: ev.rev, Delete: ev.delete, Key: ev.key,
-				CreateRevision: ev.create, Lease: ev.lease})
+				CreateRevision: ev.create, Lease: ev.lease, Arrived: ev.arrived})
 		case ev.key == c.counterKey && !ev.delete:
 			v, tok, err := parseCounter(ev.value)
 			if err != nil {

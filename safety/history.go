@@ -68,6 +68,10 @@ type Grant struct {
 	Token  etcdlock.Token // the grant's token (its key's create revision)
 	Key    string         // the grant's key
 	At     int64          // when the call returned
+	// Released is when the holder began to give the grant back (right
+	// before it called Unlock, or before its lead function returned); 0 if
+	// it never did (it was killed first).
+	Released int64
 }
 
 // Probe is a linearizable read the test made while the workload ran: issued
@@ -89,6 +93,9 @@ type QueueEvent struct {
 	Key            string // the key
 	CreateRevision int64  // the key's create revision (creations only)
 	Lease          int64  // the key's lease (creations only)
+	// Arrived is when the test received the event (0: unknown): the
+	// event's revision was committed before then.
+	Arrived int64
 }
 
 // History is everything the checkers look at, collected from one run.
@@ -124,6 +131,7 @@ type queueKey struct {
 	key    string
 	create int64
 	del    int64 // 0: never deleted
+	delAt  int64 // when the test received the deletion (0: unknown)
 	lease  int64
 	front  int64 // revision from which it was the lowest live key; 0 if never
 }
@@ -159,6 +167,7 @@ func buildQueue(h *History) *queueState {
 		}
 		if k, ok := live[ev.Key]; ok {
 			k.del = ev.Revision
+			k.delAt = ev.Arrived
 			delete(live, ev.Key)
 		}
 	}

@@ -17,6 +17,7 @@ package safety
 //	READ <token> <call> <return> stale|err  the read was refused, or failed
 //	ABOUT_TO_WRITE <token> <v>              read done; waits for GO before writing v+1
 //	WROTE <token> <call> <return> ok|stale|unknown|skipped
+//	UNLOCK <token> <t>                      about to call Unlock (lead about to return)
 //	UNLOCKED <token> ok|<error>
 //
 // The harness answers every ABOUT_TO_WRITE with one "GO" line, possibly after
@@ -223,6 +224,7 @@ func (w *worker) runMutex() {
 		}
 		w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
 		w.incr(l)
+		w.say("UNLOCK %d %d", l.Token(), monoNow())
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err = l.Unlock(ctx)
 		cancel()
@@ -251,6 +253,7 @@ func (w *worker) runElection() {
 				w.incr(l)
 				sleepCtx(lctx, 20*time.Millisecond)
 			}
+			w.say("UNLOCK %d %d", l.Token(), monoNow())
 			return nil
 		})
 		if err != nil && w.ctx.Err() == nil {
@@ -290,6 +293,7 @@ func (w *worker) runRW() {
 		} else {
 			w.incr(l)
 		}
+		w.say("UNLOCK %d %d", l.Token(), monoNow())
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err = l.Unlock(ctx)
 		cancel()
