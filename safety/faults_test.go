@@ -9,10 +9,10 @@ package safety
 // before the next. The worker lane pauses workers (SIGSTOP) at random points
 // or inside the critical section, SIGKILLs them (a new worker replaces each),
 // and arms targeted pauses (see scenario) until the cell's minimums hold.
-// The link lane holds the workers' way to one member (Link.Hold): what they
-// send it meanwhile reaches it 12-22 s later, after they gave up on it,
-// longer than the 10 s after which an earlier design of the library took a
-// write of unknown outcome for dead.
+// The link lane holds the workers' way to one member, the leader half of
+// the time (Link.Hold): what they send it meanwhile reaches it 12-22 s
+// later, after they gave up on it, longer than the 10 s after which an
+// earlier design of the library took a write of unknown outcome for dead.
 
 import (
 	"context"
@@ -80,15 +80,28 @@ const (
 
 // linkLane holds the workers' link to one member for holdMin-holdMax, then
 // restores it (what was held is delivered, see Link.Hold), and again 1-4 s
-// later. The workers keep running and reach the other members directly.
+// later. Half of the holds are of the leader's link (if there is a leader):
+// the library sends its first attempts to the leader, so those are the
+// holds that leave writes of unknown outcome behind; the others are of a
+// random member's, which only the workers' balanced requests take. The
+// workers keep running and reach the other members through their links.
 func (c *cell) linkLane(ctx context.Context) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
-		c.link.Hold()
+		ms := c.c.Members()
+		i := c.randN(len(ms))
+		if l := c.c.Leader(); l != nil && c.randN(2) == 0 {
+			for j, m := range ms {
+				if m == l {
+					i = j
+				}
+			}
+		}
+		c.links[i].Hold()
 		c.mu.Lock()
 		c.n.holds++
 		c.mu.Unlock()
 		sleepCtx(ctx, c.randDur(holdMin, holdMax))
-		c.link.Restore()
+		c.links[i].Restore()
 	}
 }
 

@@ -188,10 +188,9 @@ type cell struct {
 	cfg cellConfig
 	c   *embedtest.Cluster
 	cli *clientv3.Client
-	// link is the workers' way to member linked (a follower at the start):
-	// the link lane holds it (delay-then-deliver, Link.Hold).
-	link   *embedtest.Link
-	linked int
+	// links[i] is the workers' only way to member i: the link lane holds
+	// one of them at a time (delay-then-deliver, Link.Hold).
+	links []*embedtest.Link
 
 	name, dir, prefix, counterKey, sentinel, target string
 
@@ -269,15 +268,13 @@ func runCell(t *testing.T, cfg cellConfig) *cellResult {
 	}
 	defer cli.Close()
 	c.cli = cli
-	if c.link, err = c.c.NewLink(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.link.Close()
-	for i, m := range c.c.Members() {
-		if m != c.c.Leader() {
-			c.linked = i
-			break
+	for range c.c.Members() {
+		l, err := c.c.NewLink()
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer l.Close()
+		c.links = append(c.links, l)
 	}
 	if c.rec, err = startRecorder(cli, c.prefix); err != nil {
 		t.Fatal(err)
@@ -956,18 +953,21 @@ func (c *cell) stopWorkers() {
 	}
 }
 
-// workerEndpoints are the members' endpoints, with the linked member's
-// through the link.
+// workerEndpoints are the members' endpoints, each through its link.
 func (c *cell) workerEndpoints() []string {
 	eps := c.c.Endpoints()
-	eps[c.linked] = c.link.Endpoints()[c.linked]
+	for i, l := range c.links {
+		eps[i] = l.Endpoints()[i]
+	}
 	return eps
 }
 
-// healAll restores the workers' link, restarts killed members, heals
+// healAll restores the workers' links, restarts killed members, heals
 // isolated ones, and waits for every member to serve and for a leader.
 func (c *cell) healAll() {
-	c.link.Restore()
+	for _, l := range c.links {
+		l.Restore()
+	}
 	for _, m := range c.c.Members() {
 		if m.Isolated() {
 			if err := m.Heal(); err != nil {

@@ -139,13 +139,22 @@ func runWorker(role string) int {
 	return 0
 }
 
+// workerKeepAlive is the workers' gRPC keepalive time: longer than a hold
+// of their link (see linkLane), so that a held path stays in their
+// balancer's rotation for the whole hold, as a slow path does (etcd's own
+// client sends no keepalive pings by default). With embedtest's 2 s the
+// client drops the held connection about 4 s into a hold, and only what it
+// sent until then is delivered late. Every other fault closes connections.
+const workerKeepAlive = holdMax + 5*time.Second
+
 // workerClientConfig is embedtest's client configuration (Cluster.ClientConfig),
-// rebuilt in the child from the endpoints.
+// rebuilt in the child from the endpoints, with a keepalive time of
+// workerKeepAlive.
 func workerClientConfig(endpoints []string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTime:    workerKeepAlive,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
