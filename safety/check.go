@@ -45,7 +45,10 @@ const (
 	// the deletion went with its lease (a lease that created a later key
 	// of the queue was alive). A key deleted under a live holder hands the
 	// lock to the next waiter while the holder still acts on it: two
-	// holders, which fencing hides from the other checkers.
+	// holders, which fencing hides from the other checkers. Nor was a
+	// waiter's key deleted under it (its Lock failed with ErrLockLost)
+	// while its session lived on to be granted later: the same delete,
+	// landing while the key waited.
 	Held Checker = "held"
 	// Shared: with shared grants (RWMutex readers, admitted with
 	// Fence.AdmitShared), no write was admitted with a token lower than a
@@ -549,6 +552,18 @@ func CheckHeld(h *History) []string {
 		if later := lastByLease[k.lease]; later > k.del {
 			v.add("grant of token %d (client %d, key %s) lost while held: its key was deleted at revision %d, %v before its holder began to release it, and its session lived on (its lease created a key at revision %d): two holders",
 				g.Token, g.Client, k.key, k.del, time.Duration(g.Released-k.delAt), later)
+		}
+	}
+	// A session that ends never grants again, so a grant of the lease
+	// reported after the failed Lock says that the session was live: the
+	// key was not lost with it.
+	for _, lw := range h.LostWaits {
+		for _, g := range h.Grants {
+			if k := q.byCreate[int64(g.Token)]; k != nil && k.lease == lw.Lease && g.At > lw.At {
+				v.add("client %d's Lock on lease %x failed with ErrLockLost (its key deleted while it waited), yet its session lived on (granted token %d %v later): a delete it did not send",
+					lw.Client, lw.Lease, g.Token, time.Duration(g.At-lw.At))
+				break
+			}
 		}
 	}
 	return v.list()

@@ -432,3 +432,18 @@ func TestCheckHeld(t *testing.T) {
 	mustPass(t, lost(true, true, true))
 	mustPass(t, lost(false, false, true))
 }
+
+// TestCheckHeldLostWait: a waiter's Lock failed with ErrLockLost, and its
+// session was granted later: its key was deleted under it.
+func TestCheckHeldLostWait(t *testing.T) {
+	h := good().finish(4)
+	// Lease 1's Lock failed before its grant of token 14 was reported.
+	h.LostWaits = []LostWait{{Client: 0, Lease: 1, At: h.Grants[2].At - 1}}
+	r := mustFail(t, h, Held)
+	if !strings.Contains(r.String(), "ErrLockLost") {
+		t.Errorf("report: %s", r)
+	}
+	// After its last grant (the session may have ended): no finding.
+	h.LostWaits[0].At = h.Grants[2].At + 1
+	mustPass(t, h)
+}

@@ -210,6 +210,7 @@ type cell struct {
 	nextID      int
 	ops         []Op
 	grants      []Grant
+	lostWaits   []LostWait
 	n           counts
 	armTargeted bool
 	armCS       bool
@@ -587,6 +588,13 @@ func (c *cell) handle(p *proc, line string) {
 	case "SESSIONERR", "ENQ", "UNLOCKED":
 	case "LOCKERR":
 		c.n.lockErrors++
+	case "LOCKLOST":
+		if len(f) != 3 {
+			bad()
+			return
+		}
+		v, _ := strconv.ParseUint(f[1], 16, 64)
+		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2])})
 	case "GRANT":
 		if len(f) != 4 {
 			bad()
@@ -1018,7 +1026,8 @@ func (c *cell) waitQueueEmpty(ctx context.Context) {
 // value; fillFromEtcd adds etcd's record.
 func (c *cell) history() *History {
 	c.mu.Lock()
-	h := &History{Ops: append([]Op(nil), c.ops...), Grants: append([]Grant(nil), c.grants...), QueueDir: c.dir}
+	h := &History{Ops: append([]Op(nil), c.ops...), Grants: append([]Grant(nil), c.grants...), QueueDir: c.dir,
+		LostWaits: append([]LostWait(nil), c.lostWaits...)}
 	c.mu.Unlock()
 	if c.reg != nil {
 		h.Final = c.reg.Value()

@@ -74,6 +74,14 @@ type Grant struct {
 	Released int64
 }
 
+// LostWait is a Lock of client Client's session on Lease that failed at At
+// with ErrLockLost.
+type LostWait struct {
+	Client int
+	Lease  int64
+	At     int64
+}
+
 // Probe is a linearizable read the test made while the workload ran: issued
 // at At, it answered with the cluster's Revision, so every revision
 // committed before At is at most Revision.
@@ -124,6 +132,9 @@ type History struct {
 	SharedGrants bool
 	// Probes are revision probes in the order they were issued.
 	Probes []Probe
+	// LostWaits are the Locks that failed with ErrLockLost (the waiter's
+	// key was deleted by someone else) while their clients waited.
+	LostWaits []LostWait
 }
 
 // queueKey is one key of the lock's queue, rebuilt from the watch history.

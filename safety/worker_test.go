@@ -13,6 +13,7 @@ package safety
 //	ENQ <t>                                 Lock (Campaign) called
 //	GRANT <token> <key> <t>                 Lock returned (lead called)
 //	LOCKERR <t> <error>                     Lock (Run) failed
+//	LOCKLOST <lease hex> <t>                ... with ErrLockLost: its key was deleted while it waited
 //	READ <token> <call> <return> ok <v>     the read was admitted and returned v
 //	READ <token> <call> <return> stale|err  the read was refused, or failed
 //	ABOUT_TO_WRITE <token> <v>              read done; waits for GO before writing v+1
@@ -227,7 +228,7 @@ func (w *worker) runMutex() {
 		l, err := etcdlock.NewMutex(s, w.name).Lock(w.ctx)
 		if err != nil {
 			if w.ctx.Err() == nil {
-				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+				w.lockErr(s, err)
 			}
 			continue
 		}
@@ -292,7 +293,7 @@ func (w *worker) runRW() {
 		l, err := lock(w.ctx)
 		if err != nil {
 			if w.ctx.Err() == nil {
-				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+				w.lockErr(s, err)
 			}
 			continue
 		}
@@ -356,6 +357,16 @@ func (w *worker) incr(l guarded) {
 	wc := monoNow()
 	st = w.res.write(context.Background(), l, v+1)
 	w.say("WROTE %d %d %d %s", tok, wc, monoNow(), st)
+}
+
+// lockErr reports a failed Lock of session s: LOCKERR, and LOCKLOST when
+// the error says the waiter's key was deleted by someone else.
+func (w *worker) lockErr(s *etcdlock.Session, err error) {
+	t := monoNow()
+	w.say("LOCKERR %d %s", t, oneLine(err))
+	if errors.Is(err, etcdlock.ErrLockLost) {
+		w.say("LOCKLOST %x %d", int64(s.Lease()), t)
+	}
 }
 
 // httpRegister is the client of a Register.
