@@ -109,25 +109,9 @@ func (c *cell) linkLane(ctx context.Context) {
 // n == 1, any members for n == 2), keeps them down 1-3 s, restarts them and
 // waits until the cluster is whole again.
 func (c *cell) crash(ctx context.Context, n int, leader bool) {
-	var victims []*embedtest.Member
-	cur := c.c.Leader()
-	if leader {
-		if cur == nil {
-			return
-		}
-		victims = append(victims, cur)
-	} else {
-		var cands []*embedtest.Member
-		for _, m := range c.c.Members() {
-			if m.Running() && !m.Isolated() && (n > 1 || m != cur) {
-				cands = append(cands, m)
-			}
-		}
-		for len(victims) < n && len(cands) > 0 {
-			i := c.randN(len(cands))
-			victims = append(victims, cands[i])
-			cands = append(cands[:i], cands[i+1:]...)
-		}
+	victims := c.victims(n, leader)
+	if leader && len(victims) == 0 {
+		return // no leader to crash
 	}
 	for _, m := range victims {
 		if err := m.Kill(); err != nil {
@@ -150,6 +134,30 @@ func (c *cell) crash(ctx context.Context, n int, leader bool) {
 		}
 	}
 	c.waitHealthy()
+}
+
+// victims picks the members a crash kills: the leader, or n running members
+// at random (the leader only when n > 1).
+func (c *cell) victims(n int, leader bool) []*embedtest.Member {
+	cur := c.c.Leader()
+	if leader {
+		if cur == nil {
+			return nil
+		}
+		return []*embedtest.Member{cur}
+	}
+	var cands, victims []*embedtest.Member
+	for _, m := range c.c.Members() {
+		if m.Running() && !m.Isolated() && (n > 1 || m != cur) {
+			cands = append(cands, m)
+		}
+	}
+	for len(victims) < n && len(cands) > 0 {
+		i := c.randN(len(cands))
+		victims = append(victims, cands[i])
+		cands = append(cands[:i], cands[i+1:]...)
+	}
+	return victims
 }
 
 // isolate cuts a member (the leader half of the time) from its peers for
