@@ -39,18 +39,7 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 			var losing atomic.Bool
 			losing.Store(true)
 			reaped := make(chan struct{})
-			var once sync.Once
-			hook := func(p hookPoint, err error) error {
-				switch {
-				case p == hookEnqueued && losing.Load():
-					return context.DeadlineExceeded // applied, its answer lost
-				case p == hookReaped && err == nil:
-					once.Do(func() { close(reaped) })
-				}
-				return err
-			}
-			testHook.Store(&hook)
-			t.Cleanup(func() { testHook.Store(nil) })
+			setHook(t, loseAnswersHook(&losing, reaped), s)
 			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			err := tc.acquire(short, NewMutex(s, name))
 			cancel()
@@ -67,22 +56,45 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 				t.Fatalf("keys left after the reaper: %v", keys)
 			}
 			// The lost write, delivered now.
-			resp, err := cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), lateCopy).
-				Then(clientv3.OpPut(key, s.value(""), clientv3.WithLease(s.Lease()))).
-				Commit()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Succeeded {
-				t.Fatalf("a late copy of the given-up write created %s", key)
-			}
+			deliverLateCreate(t, ctx, cli, s, key, lateCopy)
 			// The session goes on: its next Lock is granted.
 			l := mustLock(t, NewMutex(s, name))
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// loseAnswersHook returns a test hook that loses the answer of every
+// enqueue (applied) while losing is set, and closes reaped once the reaper
+// has deleted what exists.
+func loseAnswersHook(losing *atomic.Bool, reaped chan struct{}) func(hookPoint, error) error {
+	var once sync.Once
+	return func(p hookPoint, err error) error {
+		switch {
+		case p == hookEnqueued && losing.Load():
+			return context.DeadlineExceeded // applied, its answer lost
+		case p == hookReaped && err == nil:
+			once.Do(func() { close(reaped) })
+		}
+		return err
+	}
+}
+
+// deliverLateCreate sends a copy of s's given-up write of key (guarded by
+// lateCopy, the barrier compare of its time) and checks it is refused.
+func deliverLateCreate(t *testing.T, ctx context.Context, cli *clientv3.Client, s *Session, key string, lateCopy clientv3.Cmp) {
+	t.Helper()
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), lateCopy).
+		Then(clientv3.OpPut(key, s.value(""), clientv3.WithLease(s.Lease()))).
+		Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Fatalf("a late copy of the given-up write created %s", key)
 	}
 }
 
@@ -111,46 +123,6 @@ func TestBarrierRecreated(t *testing.T) {
 	}
 	if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision <= raised || resp.Kvs[0].Lease != int64(s.Lease()) {
 		t.Fatalf("barrier after its deletion and a Lock: %v (raised at %d)", resp.Kvs, raised)
-	}
-}
-
-// TestKindCheckSeesWholeQueue: a refused joiner's key that is still in the
-// queue (its removal failed) sits between a holder and the next joiner; the
-// next joiner must see the holder's kind behind it, not only its neighbour.
-func TestKindCheckSeesWholeQueue(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		holder     func(s *Session, name string) (*Lock, error)
-		strayTag   string
-		joinerSize int
-	}{
-		{"mutex holds, semaphore joins", func(s *Session, name string) (*Lock, error) {
-			return NewMutex(s, name).Lock(testCtx(t, 10*time.Second))
-		}, "s5", 5},
-		{"semaphore of 1 holds, semaphore of 5 joins", func(s *Session, name string) (*Lock, error) {
-			return NewSemaphore(s, name, 1).Acquire(testCtx(t, 10*time.Second))
-		}, "s5", 5},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cli := newClient(t, nil)
-			holderS, strayS, joinerS := openSession(t, cli), openSession(t, cli), openSession(t, cli)
-			name := uniqueName(t)
-			ctx := testCtx(t, 30*time.Second)
-			if _, err := tc.holder(holderS, name); err != nil {
-				t.Fatal(err)
-			}
-			stray := waiterKey(namePrefix(name), tc.strayTag, strayS.Lease(), 7)
-			if _, err := cli.Put(ctx, stray, strayS.value(""), clientv3.WithLease(strayS.Lease())); err != nil {
-				t.Fatal(err)
-			}
-			sem := NewSemaphore(joinerS, name, tc.joinerSize)
-			if l, err := sem.Acquire(ctx); !errors.Is(err, ErrKindMismatch) {
-				t.Fatalf("Acquire behind a stray key: %v, %v; want ErrKindMismatch", l, err)
-			}
-			if l, err := sem.TryAcquire(ctx); !errors.Is(err, ErrKindMismatch) {
-				t.Fatalf("TryAcquire behind a stray key: %v, %v; want ErrKindMismatch", l, err)
-			}
-		})
 	}
 }
 
@@ -195,135 +167,6 @@ func TestFailedAcquireLeavesNoKey(t *testing.T) {
 	}
 }
 
-// TestAdoptedGrantTouches: a semaphore waiter whose enqueue answer was lost
-// adopts its key and may be granted at its first look; it must touch its key
-// like any waiter granted after waiting, or the waiter behind it (which
-// watches it for that) never learns it became the front.
-func TestAdoptedGrantTouches(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 60*time.Second)
-	sem := func() *Semaphore { return NewSemaphore(openSession(t, cli), name, 2) }
-	a1, err := sem().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, err := sem().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bFirst atomic.Bool // B's first enqueue is still to come
-	bFirst.Store(true)
-	var bHeld atomic.Bool            // B's answer is held back
-	lost := make(chan struct{})      // B's first enqueue was applied
-	retry := make(chan struct{})     // B may go on (and retry)
-	cWaits := make(chan struct{}, 1) // a watch opened while B is held back
-	hook := func(p hookPoint, err error) error {
-		switch {
-		case p == hookEnqueued && bFirst.CompareAndSwap(true, false):
-			bHeld.Store(true)
-			close(lost)
-			<-retry
-			bHeld.Store(false)
-			return context.DeadlineExceeded // applied, its answer lost
-		case p == hookWaiting && bHeld.Load():
-			select {
-			case cWaits <- struct{}{}:
-			default:
-			}
-		}
-		return err
-	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
-	bDone := make(chan error, 1)
-	var b *Lock
-	go func() {
-		var err error
-		b, err = sem().Acquire(ctx)
-		bDone <- err
-	}()
-	<-lost
-	cDone := make(chan error, 1)
-	go func() {
-		_, err := sem().Acquire(ctx) // behind a2, a1 and B's key: watches B
-		cDone <- err
-	}()
-	select {
-	case <-cWaits:
-	case <-ctx.Done():
-		t.Fatal("C never waited")
-	}
-	if err := a1.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	close(retry)
-	if err := <-bDone; err != nil {
-		t.Fatalf("B: %v", err)
-	}
-	// Only a2 and B hold: releasing a2 leaves a slot for C while B holds.
-	if err := a2.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-cDone:
-		if err != nil {
-			t.Fatalf("C: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("C not granted though a slot is free (B never touched its adopted key)")
-	}
-	_ = b.Unlock(ctx)
-}
-
-// TestTryAcquireIgnoresTouches: TryAcquire's write is guarded by "no key
-// created since the read"; a waiter's touch (a rewrite of an existing key)
-// must not make it report ErrLocked while there is room.
-func TestTryAcquireIgnoresTouches(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 60*time.Second)
-	holder, err := NewSemaphore(openSession(t, cli), name, 3).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	touched := make(chan error, 1)
-	go func() {
-		for n := 0; ; n++ {
-			select {
-			case <-stop:
-				touched <- nil
-				return
-			default:
-			}
-			if _, err := cli.Txn(ctx).
-				If(holder.Guard()).
-				Then(clientv3.OpPut(holder.Key(), "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
-				Commit(); err != nil {
-				touched <- err
-				return
-			}
-		}
-	}()
-	sem := NewSemaphore(openSession(t, cli), name, 3)
-	for i := range 30 {
-		l, err := sem.TryAcquire(ctx)
-		if err != nil {
-			close(stop)
-			<-touched
-			t.Fatalf("TryAcquire %d with 1 of 3 held and touches going on: %v", i, err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	if err := <-touched; err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestResumeFrom: a watch resumes after the last event it delivered, not
 // after a catch-up batch's header revision (the store's current revision).
 func TestResumeFrom(t *testing.T) {
@@ -347,34 +190,6 @@ func TestResumeFrom(t *testing.T) {
 			resp := clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: tc.header}, Events: tc.events}
 			if got := resumeFrom(tc.next, resp); got != tc.want {
 				t.Fatalf("resumeFrom(%d, header %d) = %d, want %d", tc.next, tc.header, got, tc.want)
-			}
-		})
-	}
-}
-
-// TestCheckKind: every key read ahead counts, whatever its place.
-func TestCheckKind(t *testing.T) {
-	t.Parallel()
-	dir := namePrefix("x")
-	kv := func(tag string) *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte(dir + tag + "/1-0")} }
-	for _, tc := range []struct {
-		name  string
-		tag   string
-		ahead []*mvccpb.KeyValue
-		ok    bool
-	}{
-		{"empty", "s5", nil, true},
-		{"same size", "s5", []*mvccpb.KeyValue{kv("s5"), kv("s5")}, true},
-		{"mutex behind a stray", "s5", []*mvccpb.KeyValue{kv("s5"), kv("m")}, false},
-		{"other size far back", "s5", []*mvccpb.KeyValue{kv("s5"), kv("s5"), kv("s1")}, false},
-		{"readers and writers", "r", []*mvccpb.KeyValue{kv("w"), kv("r")}, true},
-		{"election behind a mutex", "e", []*mvccpb.KeyValue{kv("m")}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			err := queue{dir: dir, tag: tc.tag}.checkKind(tc.ahead)
-			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrKindMismatch)) {
-				t.Fatalf("checkKind = %v, want ok=%v", err, tc.ok)
 			}
 		})
 	}
@@ -451,42 +266,5 @@ func TestBarrierKeyLayout(t *testing.T) {
 	}
 	if _, err := BarrierPrefix(""); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("BarrierPrefix(\"\") = %v", err)
-	}
-}
-
-// TestTryRLockAdoptsItsKey: a TryRLock whose answer was lost (applied) is
-// sent again; the retry must not write over its own key (a reader's compares
-// hold with its own key there), or the grant's token, Guard and Unlock would
-// name a create revision the key does not have.
-func TestTryRLockAdoptsItsKey(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	var n atomic.Int32
-	hook := func(p hookPoint, err error) error {
-		if p == hookEnqueued && err == nil && n.Add(1) == 1 {
-			return context.DeadlineExceeded // applied, its answer lost
-		}
-		return err
-	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
-	l, err := NewRWMutex(s, name).TryRLock(ctx)
-	testHook.Store(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := cli.Get(ctx, l.Key())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cli.Txn(ctx).If(l.Guard()).Commit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uerr := l.Unlock(ctx)
-	if len(resp.Kvs) != 1 || int64(l.Token()) != resp.Kvs[0].CreateRevision || !g.Succeeded || uerr != nil {
-		t.Fatalf("token %d, key %v; Guard holds: %v; Unlock: %v", l.Token(), resp.Kvs, g.Succeeded, uerr)
 	}
 }

@@ -2,15 +2,12 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Election elects one leader among the candidates of a name, in the order
@@ -123,103 +120,6 @@ func leaderInfo(kv *mvccpb.KeyValue) LeaderInfo {
 		Identity: v.Identity, Lease: clientv3.LeaseID(kv.Lease)}
 }
 
-// Observe returns a channel that receives the current leader at once and
-// then every change: a new leader, a proclaimed value, and the zero
-// LeaderInfo when nobody leads. The channel holds only the newest value (a
-// slow reader skips intermediate states but always gets the latest) and never
-// delivers the same value twice in a row. Observe's goroutine re-reads and
-// re-watches across compactions, etcd elections and reconnects, logging the
-// errors; it closes the channel when ctx ends (at once for an invalid name or
-// a nil session) or when the session's client is closed.
-func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
-	ch := make(chan LeaderInfo, 1)
-	q, err := e.queue("observe")
-	if err != nil {
-		close(ch)
-		return ch
-	}
-	go q.observe(ctx, ch)
-	return ch
-}
-
-// latest is a one-slot channel writer that keeps only the newest value and
-// never delivers the same value twice in a row.
-type latest struct {
-	ch          chan LeaderInfo
-	sent, taken LeaderInfo
-	started     bool
-}
-
-func (l *latest) publish(v LeaderInfo) {
-	select {
-	case <-l.ch: // l.sent was not taken: replace it
-	default:
-		l.taken = l.sent // the reader has it (or nothing was sent yet)
-	}
-	if l.started && v == l.taken {
-		return
-	}
-	l.started = true
-	l.ch <- v
-	l.sent = v
-}
-
-func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
-	defer close(ch)
-	out := latest{ch: ch}
-	log := q.s.log.With(zap.String("election", q.name))
-	backoff := 50 * time.Millisecond
-	retry := func(what string, err error) bool {
-		log.Debug("observe: retrying", zap.String("step", what), zap.Error(err))
-		if !sleepCtx(ctx, jitter(backoff)) {
-			return false
-		}
-		backoff = min(2*backoff, 2*time.Second)
-		return true
-	}
-	for ctx.Err() == nil && q.s.cli.Ctx().Err() == nil {
-		cur, rev, err := q.leader(ctx, 0)
-		if err != nil {
-			if !retry("read", err) {
-				return
-			}
-			continue
-		}
-		out.publish(cur)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := q.s.cli.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	watch:
-		for resp := range wch {
-			if resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
-				break // re-read and re-watch
-			}
-			backoff = 50 * time.Millisecond
-			for _, ev := range resp.Events {
-				key := string(ev.Kv.Key)
-				switch {
-				case cur.Key == "" && ev.Type == mvccpb.PUT,
-					key == cur.Key && ev.Type == mvccpb.DELETE:
-					// A first candidate, or the leader left: read who leads now.
-					next, _, err := q.leader(wctx, ev.Kv.ModRevision)
-					if err != nil {
-						break watch
-					}
-					cur = next
-				case key == cur.Key && ev.Type == mvccpb.PUT:
-					cur = leaderInfo(ev.Kv) // proclaimed
-				default:
-					continue
-				}
-				out.publish(cur)
-			}
-		}
-		cancel()
-		if ctx.Err() == nil && !retry("watch", errors.New("watch ended")) {
-			return
-		}
-	}
-}
-
 // Leadership is one term of leadership won by Campaign. Its methods are safe
 // for concurrent use.
 type Leadership struct {
@@ -257,17 +157,17 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	defer l.pmu.Unlock()
 	for {
 		if w.ctx.Err() != nil {
-			return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, context.Cause(w.ctx)))
+			return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx)))
 		}
 		if l.mod == 0 {
 			// A Proclaim of unknown outcome may still be applied: learn
 			// where the key is; the compare below then refuses that write.
 			resp, err := w.q.s.cli.Get(ctx, w.key, clientv3.WithKeysOnly())
 			if err != nil {
-				return w.q.errorf(fmt.Errorf("proclaim: %w", ctxErr(ctx, err)))
+				return w.q.opError("proclaim", ctxErr(ctx, err))
 			}
 			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != w.rev {
-				return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, w.lost()))
+				return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, w.lost()))
 			}
 			l.mod = resp.Kvs[0].ModRevision
 		}
@@ -279,17 +179,19 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", l.mod)).
 			Then(clientv3.OpPut(w.key, w.q.s.value(value), clientv3.WithLease(w.q.s.lease))).
 			Commit()
-		switch {
-		case err != nil && w.q.s.failed(err) != nil:
-			return w.q.errorf(fmt.Errorf("proclaim: %w: %w", ErrNotHeld, ErrSessionExpired))
-		case err != nil:
-			l.mod = 0
-			return w.q.errorf(fmt.Errorf("proclaim: %w", ctxErr(ctx, err)))
-		case resp.Succeeded:
-			l.mod = resp.Header.Revision
-			return nil
+		switch classify(err) {
+		case applied:
+			if resp.Succeeded {
+				l.mod = resp.Header.Revision
+				return nil
+			}
+			l.mod = 0 // changed since (a late write of ours, a loss): look again
+			continue
+		case leaseGone:
+			return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, w.q.s.leaseLost()))
 		}
-		l.mod = 0 // changed since (a late write of ours, a loss): look again
+		l.mod = 0 // it may still be applied
+		return w.q.opError("proclaim", ctxErr(ctx, err))
 	}
 }
 
@@ -303,153 +205,3 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // (or ErrSessionClosed) when the session ends or its client is closed before
 // the delete is confirmed. It is safe to retry.
 func (l *Leadership) Resign(ctx context.Context) error { return l.g.Unlock(ctx) }
-
-// Run keeps this process in the election until ctx ends, the way most
-// services want a leader: it campaigns with value; once leading it calls lead
-// with a context that ends when leadership is lost or ctx ends; it waits for
-// lead to return; then it resigns if it still leads (so a deploy hands
-// leadership over at once, not after a TTL), and campaigns again if
-// leadership had been lost. One Run never has two lead calls running at once.
-//
-// Run returns nil when ctx ends or lead returns nil, and lead's error
-// otherwise (lead returning while it still leads), always after resigning.
-// It returns at once an error wrapping ErrInvalidArgument (nil lead, nil
-// session), ErrInvalidName or ErrKindMismatch, and ErrSessionClosed if the
-// caller closes the Session. When the Session is lost, Run opens replacement
-// sessions on the same client with the same options; it owns and closes them
-// and never closes the caller's Session; it returns ErrSessionExpired only
-// when the client itself is closed. Other failures are logged and retried
-// with jittered backoff.
-func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.Context) error) error {
-	q, err := e.queue("run")
-	if err != nil {
-		return err
-	}
-	if lead == nil {
-		return q.errorf(fmt.Errorf("%w: nil lead function", ErrInvalidArgument))
-	}
-	// The caller's Close must end Run at once even while it runs on a
-	// replacement session (the caller's own one lost before, so its Err
-	// stays ErrSessionExpired): watch for Close itself.
-	ctx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	go func() {
-		select {
-		case <-e.s.closing:
-			stopRun(errCallerClosed)
-		case <-ctx.Done():
-		}
-	}()
-	closedByCaller := func() bool { return errors.Is(context.Cause(ctx), errCallerClosed) }
-	s := e.s
-	var owned *Session
-	defer func() {
-		if owned != nil {
-			_ = owned.Close()
-		}
-	}()
-	log := s.log.With(zap.String("election", e.name))
-	backoff := 100 * time.Millisecond
-	pause := func() bool {
-		ok := sleepCtx(ctx, jitter(backoff))
-		backoff = min(2*backoff, 2*time.Second)
-		return ok
-	}
-	for ctx.Err() == nil {
-		if serr := s.Err(); serr != nil {
-			if s == e.s && errors.Is(serr, ErrSessionClosed) {
-				return q.errorf(serr)
-			}
-			if s.cli.Ctx().Err() != nil {
-				return q.errorf(fmt.Errorf("%w: client closed", ErrSessionExpired))
-			}
-			ns, err := newSession(ctx, s.cli, s.opts)
-			if err != nil {
-				log.Warn("run: cannot open a replacement session", zap.Error(err))
-				if !pause() {
-					break
-				}
-				continue
-			}
-			if owned != nil {
-				_ = owned.Close()
-			}
-			owned, s = ns, ns
-			log = s.log.With(zap.String("election", e.name))
-			log.Info("run: opened a replacement session")
-		}
-		l, err := NewElection(s, e.name).Campaign(ctx, value)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrKindMismatch) {
-				return err
-			}
-			log.Warn("run: campaign failed", zap.Error(err))
-			if !pause() {
-				break
-			}
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		log.Info("run: leading", zap.Stringer("token", l.Token()))
-		h := e.health.Load()
-		if h != nil {
-			h.Set(l)
-		}
-		lerr := leadTerm(ctx, l, lead)
-		if h != nil {
-			h.Set(nil)
-		}
-		lostCause := context.Cause(l.Context()) // nil while still leading
-		rctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
-		if rerr := l.Resign(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-			log.Warn("run: resign did not finish; the session's reaper completes it", zap.Error(rerr))
-		}
-		cancel()
-		switch {
-		case closedByCaller():
-			log.Info("run: the caller closed its session", zap.Stringer("token", l.Token()))
-			return q.errorf(ErrSessionClosed)
-		case lostCause != nil:
-			log.Info("run: leadership lost", zap.Stringer("token", l.Token()), zap.NamedError("cause", lostCause), zap.NamedError("lead", lerr))
-		case ctx.Err() != nil || lerr == nil:
-			log.Info("run: resigned", zap.Stringer("token", l.Token()))
-			return nil
-		default:
-			log.Info("run: resigned after lead failed", zap.Stringer("token", l.Token()), zap.Error(lerr))
-			return lerr
-		}
-	}
-	if closedByCaller() {
-		return q.errorf(ErrSessionClosed)
-	}
-	return nil
-}
-
-// errCallerClosed ends Run's context when the caller closes its Session.
-var errCallerClosed = errors.New("etcdlock: the caller closed the session")
-
-// leadTerm calls lead with a context that ends when ctx ends or leadership
-// is lost (with the loss as its cause), and waits for it to return.
-func leadTerm(ctx context.Context, l *Leadership, lead func(context.Context) error) error {
-	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, leadershipKey{}, l))
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
-	defer func() {
-		stop()
-		cancel(nil)
-	}()
-	return lead(lctx)
-}
-
-type leadershipKey struct{}
-
-// LeadershipFromContext returns the Leadership of the term that Run's lead
-// function was called for, from the context Run passed to it, so that lead
-// can fence its writes with Token or change its value with Proclaim. ok is
-// false for any other context.
-func LeadershipFromContext(ctx context.Context) (l *Leadership, ok bool) {
-	l, ok = ctx.Value(leadershipKey{}).(*Leadership)
-	return l, ok
-}

@@ -1,10 +1,14 @@
 package etcdlock
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
 
 // The sentinel errors of etcdlock. Every error the package returns wraps one of
-// these (or a context error), together with the lock name where there is one, so
-// callers test with errors.Is.
+// these (or a context error), so callers test with errors.Is; most come
+// wrapped in an *Error that names the operation and the lock.
 var (
 	// ErrLocked is returned by TryLock when the lock is held or waited on.
 	ErrLocked = errors.New("etcdlock: locked")
@@ -37,3 +41,39 @@ var (
 	// of recipe (or by a semaphore of another size).
 	ErrKindMismatch = errors.New("etcdlock: kind mismatch")
 )
+
+// Error is the error of an operation of the package: on a named lock,
+// semaphore or election, or on a session (Name ""). Its message names the operation and the name, then the cause,
+// and says "etcdlock:" once:
+//
+//	etcdlock: unlock "billing/nightly": not held: lock lost
+//
+// It wraps the cause, so errors.Is finds the sentinel and errors.As finds the
+// Error (for its Name).
+type Error struct {
+	Op   string // the operation: "lock", "unlock", "acquire", "campaign", "proclaim", ...
+	Name string // the name it was on; "" for a session, or when the name itself was bad
+	Err  error  // the cause: wraps a sentinel or a context error
+}
+
+func newError(op, name string, err error) error { return &Error{Op: op, Name: name, Err: err} }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	b.WriteString(e.Op)
+	if e.Name != "" {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(e.Name))
+	}
+	b.WriteString(": ")
+	// The sentinels say "etcdlock:" too, so that each reads well alone;
+	// within an Error they need not.
+	b.WriteString(strings.ReplaceAll(e.Err.Error(), prefix, ""))
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+const prefix = "etcdlock: "

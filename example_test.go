@@ -149,5 +149,5 @@ func ExampleElection_Run() {
 	// Output:
 	// leading as 10.0.0.7:8080 with a fencing token: true
 	// Run returned <nil>
-	// leader after Run: etcdlock: leader "reports/leader": etcdlock: no leader
+	// leader after Run: etcdlock: leader "reports/leader": no leader
 }

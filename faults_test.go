@@ -24,10 +24,14 @@ func waitLeader(t *testing.T, c *embedtest.Cluster) *embedtest.Member {
 }
 
 func TestTwoOfFiveMembersDown(t *testing.T) {
+	bothModes(t, testTwoOfFiveMembersDown)
+}
+
+func testTwoOfFiveMembersDown(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t, embedtest.WithMembers(5))
 	leader := waitLeader(t, c)
 	cli := newClient(t, c)
-	s := openSession(t, cli)
+	s := openSession(t, cli, opts...)
 	name := uniqueName(t)
 	// Kill the leader and one follower: 3 of 5 still make a majority.
 	killed := 0
@@ -72,15 +76,13 @@ func grantOrder(t *testing.T, watcher *clientv3.Client, name string, sessions []
 }
 
 func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
+	bothModes(t, testIsolatedMemberKeepsWaitersInOrder)
+}
+
+func testIsolatedMemberKeepsWaitersInOrder(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
-	var victim *embedtest.Member
-	for _, m := range c.Members() {
-		if m != leader {
-			victim = m
-			break
-		}
-	}
+	victim := followersOf(c, leader)[0]
 	// The test's own writes go to the leader only: a request to the
 	// isolated member would time out.
 	all, err := leader.Client()
@@ -94,8 +96,8 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { onVictim.Close() })
 	name := uniqueName(t)
-	holder := mustLock(t, NewMutex(openSession(t, all), name))
-	waiters := []*Session{openSession(t, onVictim), openSession(t, onVictim)}
+	holder := mustLock(t, NewMutex(openSession(t, all, opts...), name))
+	waiters := []*Session{openSession(t, onVictim, opts...), openSession(t, onVictim, opts...)}
 	const n = 4
 	order := grantOrder(t, all, name, waiters, n)
 	keysBefore := keysUnder(t, all, name)
@@ -110,18 +112,7 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 10; i++ {
-		if _, err := all.Put(ctx, name+"-filler", "x"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := all.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := all.Compact(ctx, resp.Header.Revision); err != nil {
-		t.Fatal(err)
-	}
+	compactAfterFillers(t, ctx, all, name)
 	time.Sleep(time.Until(isolated.Add(4 * time.Second))) // the fault lasts 4s: that is the scenario, not synchronisation
 	if err := victim.Heal(); err != nil {
 		t.Fatal(err)
@@ -144,6 +135,10 @@ func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
 }
 
 func TestCutClientLosesSession(t *testing.T) {
+	bothModes(t, testCutClientLosesSession)
+}
+
+func testCutClientLosesSession(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	waitLeader(t, c)
 	all := newClient(t, c)
@@ -154,8 +149,8 @@ func TestCutClientLosesSession(t *testing.T) {
 	t.Cleanup(func() { flaky.Close() })
 	const ttl = 3 * time.Second
 	name := uniqueName(t)
-	holder := mustLock(t, NewMutex(openSession(t, all), name))
-	s := openSession(t, flaky, WithTTL(ttl))
+	holder := mustLock(t, NewMutex(openSession(t, all, opts...), name))
+	s := openSession(t, flaky, append(opts, WithTTL(ttl))...)
 	ctx := testCtx(t, time.Minute)
 	errc := make(chan error, 1)
 	go func() {
@@ -191,10 +186,14 @@ func TestCutClientLosesSession(t *testing.T) {
 }
 
 func TestLeaderKilledWhileWaiting(t *testing.T) {
+	bothModes(t, testLeaderKilledWhileWaiting)
+}
+
+func testLeaderKilledWhileWaiting(t *testing.T, opts ...SessionOption) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	cli := newClient(t, c)
-	ss := []*Session{openSession(t, cli), openSession(t, newClient(t, c)), openSession(t, newClient(t, c))}
+	ss := []*Session{openSession(t, cli, opts...), openSession(t, newClient(t, c), opts...), openSession(t, newClient(t, c), opts...)}
 	name := uniqueName(t)
 	holder := mustLock(t, NewMutex(ss[0], name))
 	const n = 6
@@ -295,3 +294,9 @@ func TestUnpinnedKeepalivesStillWork(t *testing.T) {
 }
 
 var _ = context.Background
+
+// bothModes runs test with batching (the default) and without.
+func bothModes(t *testing.T, test func(t *testing.T, opts ...SessionOption)) {
+	t.Run("batching", func(t *testing.T) { test(t) })
+	t.Run("unbatched", func(t *testing.T) { test(t, WithoutBatching()) })
+}

@@ -72,13 +72,10 @@ type Fence struct {
 // ErrStaleToken, and records nothing, when t is below either of them (a later
 // writer or reader was admitted), or t <= 0.
 func (f *Fence) Admit(t Token) error {
-	if t <= 0 {
-		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if t < f.highest {
-		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
+	if err := f.stale(t); err != nil {
+		return err
 	}
 	if t < f.shared {
 		return fmt.Errorf("%w: token %d, highest shared token admitted %d", ErrStaleToken, t, f.shared)
@@ -94,16 +91,25 @@ func (f *Fence) Admit(t Token) error {
 // and records nothing, when t is below the highest exclusive token (a later
 // writer was admitted), or t <= 0.
 func (f *Fence) AdmitShared(t Token) error {
-	if t <= 0 {
-		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if t < f.highest {
-		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
+	if err := f.stale(t); err != nil {
+		return err
 	}
 	if t > f.shared {
 		f.shared = t
+	}
+	return nil
+}
+
+// stale returns the error for a token that is not positive or is below the
+// highest exclusive token admitted. f.mu is held.
+func (f *Fence) stale(t Token) error {
+	if t <= 0 {
+		return fmt.Errorf("%w: token %d is not positive", ErrStaleToken, t)
+	}
+	if t < f.highest {
+		return fmt.Errorf("%w: token %d, highest admitted %d", ErrStaleToken, t, f.highest)
 	}
 	return nil
 }

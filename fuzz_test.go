@@ -14,25 +14,7 @@ func FuzzNameEscaping(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		for _, name := range []string{a, b} {
-			esc := escapeName(name)
-			if strings.Contains(esc, nameEnd) {
-				t.Fatalf("escaped %q contains %q: %q", name, nameEnd, esc)
-			}
-			back, ok := unescapeName(esc)
-			if !ok || back != name {
-				t.Fatalf("round trip of %q: %q %v", name, back, ok)
-			}
-			if validateName(name) != nil {
-				continue
-			}
-			key, err := newWaiterKey(namePrefix(name), tagMutex, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pk, ok := parseKey(key)
-			if !ok || pk.name != name || pk.tag != tagMutex {
-				t.Fatalf("parseKey(%q) = %+v %v", key, pk, ok)
-			}
+			checkNameRoundTrip(t, name)
 		}
 		if a != b && (strings.HasPrefix(namePrefix(a), namePrefix(b)) || strings.HasPrefix(namePrefix(b), namePrefix(a))) {
 			t.Fatalf("names %q and %q share a key range", a, b)
@@ -75,5 +57,31 @@ func TestKeyPrefix(t *testing.T) {
 	}
 	if got := NamespacePrefix("team-a/"); got != "etcdlock/team-a/" {
 		t.Fatal(got)
+	}
+}
+
+// checkNameRoundTrip checks that name's escaped form has no name end and
+// unescapes back to name, and, for a valid name, that a waiter key of it
+// parses back to it.
+func checkNameRoundTrip(t *testing.T, name string) {
+	t.Helper()
+	esc := escapeName(name)
+	if strings.Contains(esc, nameEnd) {
+		t.Fatalf("escaped %q contains %q: %q", name, nameEnd, esc)
+	}
+	back, ok := unescapeName(esc)
+	if !ok || back != name {
+		t.Fatalf("round trip of %q: %q %v", name, back, ok)
+	}
+	if validateName(name) != nil {
+		return
+	}
+	key, err := newWaiterKey(namePrefix(name), tagMutex, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, ok := parseKey(key)
+	if !ok || pk.name != name || pk.tag != tagMutex {
+		t.Fatalf("parseKey(%q) = %+v %v", key, pk, ok)
 	}
 }

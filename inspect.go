@@ -40,15 +40,15 @@ type LockState struct {
 // snapshot: the state may change as soon as it returns.
 func Describe(ctx context.Context, cli *clientv3.Client, name string) (*LockState, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("etcdlock: describe %q: %w: nil client", name, ErrInvalidArgument)
+		return nil, newError("describe", name, fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
 	if err := validateName(name); err != nil {
-		return nil, fmt.Errorf("etcdlock: describe: %w", err)
+		return nil, newError("describe", "", err)
 	}
 	resp, err := cli.Get(ctx, namePrefix(name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: describe %q: %w", name, ctxErr(ctx, err))
+		return nil, newError("describe", name, ctxErr(ctx, err))
 	}
 	st := buildState(name, resp.Kvs, resp.Header.Revision)
 	return &st, nil
@@ -60,7 +60,7 @@ func Describe(ctx context.Context, cli *clientv3.Client, name string) (*LockStat
 // nil client, and the read's error (wrapping ctx's) otherwise.
 func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("etcdlock: list %q: %w: nil client", prefix, ErrInvalidArgument)
+		return nil, newError("list", prefix, fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
 	start := listPrefix(prefix)
 	end := clientv3.GetPrefixRangeEnd(start)
@@ -73,7 +73,7 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 		}
 		resp, err := cli.Get(ctx, key, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("etcdlock: list %q: %w", prefix, ctxErr(ctx, err))
+			return nil, newError("list", prefix, ctxErr(ctx, err))
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision

@@ -1,10 +1,12 @@
 package etcdlock
 
 import (
+	"context"
 	"errors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestDescribeAndList(t *testing.T) {
@@ -26,45 +28,9 @@ func TestDescribeAndList(t *testing.T) {
 	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
 	other := mustLock(t, NewMutex(s2, base+"/jobs/a/b"))
 
-	st, err := Describe(ctx, cli, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Name != name || st.Holder == nil || st.Holder != &st.Holders[0] || len(st.Holders) != 1 || len(st.Waiters) != 1 || st.Revision == 0 {
-		t.Fatalf("state %+v", st)
-	}
-	h, w := st.Holders[0], st.Waiters[0]
-	if h.Key != holder.Key() || h.Token != holder.Token() || h.Lease != s1.Lease() || h.Identity != "one" || h.Kind != "mutex" || h.Mode != "" {
-		t.Fatalf("holder %+v", h)
-	}
-	if w.Identity != "two" || w.Lease != s2.Lease() || w.Token <= h.Token {
-		t.Fatalf("waiter %+v", w)
-	}
-
-	all, err := List(ctx, cli, base+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 2 || all[0].Name != name || all[1].Name != base+"/jobs/a/b" || all[1].Holder.Token != other.Token() {
-		t.Fatalf("list %+v", all)
-	}
-	if all[0].Revision != all[1].Revision {
-		t.Fatal("list read at two revisions")
-	}
-
-	free, err := Describe(ctx, cli, base+"/free")
-	if err != nil || free.Holder != nil || len(free.Holders)+len(free.Waiters) != 0 {
-		t.Fatalf("free lock: %+v %v", free, err)
-	}
-	if _, err := Describe(ctx, cli, ""); !errors.Is(err, ErrInvalidName) {
-		t.Fatalf("Describe(\"\"): %v", err)
-	}
-	if _, err := Describe(ctx, nil, "x"); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Describe(nil client): %v", err)
-	}
-	if _, err := List(ctx, nil, ""); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("List(nil client): %v", err)
-	}
+	checkDescribe(t, ctx, cli, name, holder, s1, s2)
+	checkList(t, ctx, cli, base, name, other)
+	checkDescribeBadInput(t, ctx, cli, base)
 	_ = holder.Unlock(ctx)
 	if l := <-got; l != nil {
 		_ = l.Unlock(ctx)
@@ -103,4 +69,66 @@ func TestListPages(t *testing.T) {
 
 func padded(i int) string {
 	return string(rune('a'+i/1000)) + "-" + string(rune('a'+(i/100)%10)) + string(rune('a'+(i/10)%10)) + string(rune('a'+i%10))
+}
+
+// checkDescribe checks Describe of name: holder holds it (on s1, as "one"),
+// and a waiter of s2 ("two") waits.
+func checkDescribe(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, holder *Lock, s1, s2 *Session) {
+	t.Helper()
+	st, err := Describe(ctx, cli, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != name || st.Holder == nil || st.Holder != &st.Holders[0] || len(st.Holders) != 1 || len(st.Waiters) != 1 || st.Revision == 0 {
+		t.Fatalf("state %+v", st)
+	}
+	checkEntries(t, st, holder, s1, s2)
+}
+
+// checkList checks List under base: name and base+"/jobs/a/b" (held by
+// other), read at one revision.
+func checkList(t *testing.T, ctx context.Context, cli *clientv3.Client, base, name string, other *Lock) {
+	t.Helper()
+	all, err := List(ctx, cli, base+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Name != name || all[1].Name != base+"/jobs/a/b" || all[1].Holder.Token != other.Token() {
+		t.Fatalf("list %+v", all)
+	}
+	if all[0].Revision != all[1].Revision {
+		t.Fatal("list read at two revisions")
+	}
+}
+
+// checkDescribeBadInput checks Describe of a free name and of bad input,
+// and List of bad input.
+func checkDescribeBadInput(t *testing.T, ctx context.Context, cli *clientv3.Client, base string) {
+	t.Helper()
+	free, err := Describe(ctx, cli, base+"/free")
+	if err != nil || free.Holder != nil || len(free.Holders)+len(free.Waiters) != 0 {
+		t.Fatalf("free lock: %+v %v", free, err)
+	}
+	if _, err := Describe(ctx, cli, ""); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Describe(\"\"): %v", err)
+	}
+	if _, err := Describe(ctx, nil, "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Describe(nil client): %v", err)
+	}
+	if _, err := List(ctx, nil, ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("List(nil client): %v", err)
+	}
+}
+
+// checkEntries checks st's holder (holder, on s1, as "one") and waiter (on
+// s2, as "two", with a later token).
+func checkEntries(t *testing.T, st *LockState, holder *Lock, s1, s2 *Session) {
+	t.Helper()
+	h, w := st.Holders[0], st.Waiters[0]
+	if h.Key != holder.Key() || h.Token != holder.Token() || h.Lease != s1.Lease() || h.Identity != "one" || h.Kind != "mutex" || h.Mode != "" {
+		t.Fatalf("holder %+v", h)
+	}
+	if w.Identity != "two" || w.Lease != s2.Lease() || w.Token <= h.Token {
+		t.Fatalf("waiter %+v", w)
+	}
 }

@@ -17,35 +17,13 @@ func TestKeyLayout(t *testing.T) {
 		{"nul\x00del\x7f", "etcdlock/nul%00del%7F%/"},
 		{"ünïcode/名前", "etcdlock/ünïcode/名前%/"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := namePrefix(tc.name); got != tc.prefix {
-				t.Fatalf("namePrefix = %q, want %q", got, tc.prefix)
-			}
-			key, err := newWaiterKey(namePrefix(tc.name), tagMutex, 0x1a2b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(key, tc.prefix+"m/1a2b-") {
-				t.Fatalf("key %q", key)
-			}
-			pk, ok := parseKey(key)
-			if !ok || pk.name != tc.name || pk.tag != tagMutex {
-				t.Fatalf("parseKey(%q) = %+v, %v", key, pk, ok)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkKeyLayout(t, tc.name, tc.prefix) })
 	}
 	if k := waiterKey("etcdlock/a%/", "m", 0x1a2b, 10); k != "etcdlock/a%/m/1a2b-a" {
 		t.Fatalf("waiterKey = %q", k)
 	}
 	// No name's range contains another's, even when one name is a prefix of the other.
-	names := []string{"jobs/a", "jobs/a/b", "jobs/a%", "jobs/a%/m", "jobs/ab"}
-	for _, a := range names {
-		for _, b := range names {
-			if a != b && strings.HasPrefix(namePrefix(b), namePrefix(a)) {
-				t.Fatalf("%q's keys lie under %q's prefix", b, a)
-			}
-		}
-	}
+	checkNoNestedRanges(t, []string{"jobs/a", "jobs/a/b", "jobs/a%", "jobs/a%/m", "jobs/ab"})
 	if !strings.HasPrefix(namePrefix("team-a/x"), listPrefix("team-a/")) || listPrefix("team-a/") != "etcdlock/team-a/" {
 		t.Fatal("team prefix")
 	}
@@ -54,6 +32,38 @@ func TestKeyLayout(t *testing.T) {
 	}
 	if got := encodeValue("i", ""); got != `{"v":1,"identity":"i","value":""}` {
 		t.Fatalf("value %s", got)
+	}
+}
+
+// checkKeyLayout checks name's key prefix and that a waiter key of it
+// parses back to it.
+func checkKeyLayout(t *testing.T, name, prefix string) {
+	t.Helper()
+	if got := namePrefix(name); got != prefix {
+		t.Fatalf("namePrefix = %q, want %q", got, prefix)
+	}
+	key, err := newWaiterKey(namePrefix(name), tagMutex, 0x1a2b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(key, prefix+"m/1a2b-") {
+		t.Fatalf("key %q", key)
+	}
+	pk, ok := parseKey(key)
+	if !ok || pk.name != name || pk.tag != tagMutex {
+		t.Fatalf("parseKey(%q) = %+v, %v", key, pk, ok)
+	}
+}
+
+// checkNoNestedRanges checks that no name's key range lies under another's.
+func checkNoNestedRanges(t *testing.T, names []string) {
+	t.Helper()
+	for _, a := range names {
+		for _, b := range names {
+			if a != b && strings.HasPrefix(namePrefix(b), namePrefix(a)) {
+				t.Fatalf("%q's keys lie under %q's prefix", b, a)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -75,17 +76,7 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 			}
 			s, leader := keptSession(t, c, cli, WithLeaderPinning(tc.pinning))
 			ctx := testCtx(t, 30*time.Second)
-			count := func() (onLeader, elsewhere int64) {
-				for _, m := range c.Members() {
-					n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
-					if m == leader {
-						onLeader += n
-					} else {
-						elsewhere += n
-					}
-				}
-				return onLeader, elsewhere
-			}
+			count := func() (onLeader, elsewhere int64) { return writesBy(c, leader) }
 			l0, e0 := count()
 			const cycles = 12
 			name := uniqueName(t)
@@ -95,15 +86,7 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i == 0 && tc.namespace != "" {
-					// The key must live under the client's namespace.
-					raw := newClient(t, c)
-					resp, err := raw.Get(ctx, tc.namespace+namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
-					if err != nil {
-						t.Fatal(err)
-					}
-					if resp.Count != 1 || !strings.HasPrefix(l.Key(), namePrefix(name)) {
-						t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
-					}
+					checkNamespacedKey(t, ctx, c, tc.namespace, name, l)
 				}
 				if err := l.Unlock(ctx); err != nil {
 					t.Fatal(err)
@@ -121,6 +104,34 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 				t.Fatalf("all %d writes went to the leader; want the balanced connection", onLeader)
 			}
 		})
+	}
+}
+
+// writesBy sums the writes (Txn, DeleteRange) the leader and the other
+// members of c have received.
+func writesBy(c *embedtest.Cluster, leader *embedtest.Member) (onLeader, elsewhere int64) {
+	for _, m := range c.Members() {
+		n := m.Calls("/etcdserverpb.KV/Txn") + m.Calls("/etcdserverpb.KV/DeleteRange")
+		if m == leader {
+			onLeader += n
+		} else {
+			elsewhere += n
+		}
+	}
+	return onLeader, elsewhere
+}
+
+// checkNamespacedKey checks that l's key of name lives under the client's
+// namespace ns.
+func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster, ns, name string, l *Lock) {
+	t.Helper()
+	raw := newClient(t, c)
+	resp, err := raw.Get(ctx, ns+namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 1 || !strings.HasPrefix(l.Key(), namePrefix(name)) {
+		t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
 	}
 }
 
@@ -156,9 +167,9 @@ func TestLeaderConnOutlivesBorrowers(t *testing.T) {
 // TestWaiterWatchesOnLeader: with leader pinning a waiter's predecessor watch
 // runs on the leader's connection, which applies each release first.
 func TestWaiterWatchesOnLeader(t *testing.T) {
-	setMonitorDelay(t, time.Minute) // only the predecessor watch
 	c := embedtest.Start(t)
 	s, leader := keptSession(t, c, newClient(t, c))
+	setMonitorDelay(t, time.Minute, s) // only the predecessor watch
 	ctx := testCtx(t, 30*time.Second)
 	watches := func() map[*embedtest.Member]int64 {
 		n := map[*embedtest.Member]int64{}
@@ -170,7 +181,7 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 	name := uniqueName(t)
 	holder := mustLock(t, NewMutex(s, name))
 	before := watches()
-	hooks := countHooks(t)
+	hooks := countHooks(t, s)
 	granted := lockAndUnlock(ctx, NewMutex(s, name))
 	hooks.awaitWatchCreated(t, ctx)
 	after := watches()
@@ -210,8 +221,7 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 		}
 		return err
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	setHook(t, hook, s)
 	before := followerTxns()
 	// Each retry goes to a follower two times in three; 12 retries all on
 	// the leader by chance would happen once in half a million runs.

@@ -3,14 +3,9 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Mutex is a fair, distributed mutual-exclusion lock on one name. Waiters are
@@ -144,103 +139,4 @@ func (l *Lock) finish(err error) {
 	defer l.mu.Unlock()
 	l.unlockErr = err
 	close(l.unlockDone)
-}
-
-// release ends a grant: it cancels the waiter's context with ErrReleased
-// and deletes its key, guarded by its create revision, retrying failed
-// deletes until ctx ends. final is false when the delete's outcome is still
-// unknown then (the caller hands the key to the reaper).
-//
-// The guard is not optional: the key's name is reused by a later acquisition
-// of the session once this one's slot is freed, and an attempt whose outcome
-// was unknown can still be applied after that; guarded, it cannot delete the
-// later key.
-func (w *waiter) release(ctx context.Context) (err error, final bool) {
-	if w.ctx.Err() != nil {
-		// Lost before: the key is gone, or goes with the session's lease.
-		w.free()
-		return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx))), true
-	}
-	w.lose(ErrReleased)
-	unknown := false // an earlier attempt may have deleted the key
-	backoff := 20 * time.Millisecond
-	for {
-		if err := ctx.Err(); err != nil {
-			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, err))), false
-		}
-		actx, kv, done := w.q.s.attempt(ctx, unknown)
-		resp, err := kv.Txn(actx).
-			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).
-			Then(clientv3.OpDelete(w.key)).
-			Commit()
-		done()
-		if err == nil || w.q.s.failed(err) != nil {
-			w.free() // deleted now, or already gone
-		}
-		switch {
-		case err == nil && (resp.Succeeded || unknown):
-			return nil, true
-		case err == nil:
-			// The key was already gone: the grant was lost before this call.
-			cause := ErrLockLost
-			lctx, cancel := context.WithTimeout(context.Background(), lossLookup)
-			if gone, _ := w.q.s.leaseGone(lctx); gone {
-				cause = ErrSessionExpired
-			}
-			cancel()
-			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, cause)), true
-		case w.q.s.failed(err) != nil:
-			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, ErrSessionExpired)), true
-		case permanent(err):
-			// Never succeeds (no permission to delete): the key goes with the lease.
-			return w.q.errorf(fmt.Errorf("unlock: %w", err)), true
-		}
-		if serr := w.sessionEnded(err); serr != nil {
-			// No later attempt can succeed: the key goes with the lease.
-			w.free()
-			return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
-		}
-		unknown = true
-		w.q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
-		if !w.sleepRelease(ctx, jitter(backoff)) {
-			if serr := w.sessionEnded(nil); serr != nil {
-				w.free()
-				return w.q.errorf(fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
-			}
-			return w.q.errorf(fmt.Errorf("unlock: %w", ctxErr(ctx, ctx.Err()))), false
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// sessionEnded returns the error that makes a release's retries pointless:
-// the session's own (ErrSessionExpired or ErrSessionClosed) once it ended,
-// and ErrSessionExpired once its client is closed (cli.Ctx done, or err is
-// the client's "connection is closing" error) before the session noticed.
-// It returns nil while retrying can still delete the key.
-func (w *waiter) sessionEnded(err error) error {
-	s := w.q.s
-	if serr := s.Err(); serr != nil {
-		return serr
-	}
-	if s.cli.Ctx().Err() != nil ||
-		(err != nil && status.Code(err) == codes.Canceled && strings.Contains(err.Error(), "the client connection is closing")) {
-		return ErrSessionExpired
-	}
-	return nil
-}
-
-// sleepRelease waits d between release attempts. It returns false early when
-// ctx ends, the session ends or its client is closed.
-func (w *waiter) sleepRelease(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-w.q.s.Done():
-	case <-w.q.s.cli.Ctx().Done():
-	}
-	return false
 }

@@ -31,6 +31,9 @@ type Observer interface {
 	// KeepaliveAcked reports an acknowledged keepalive: its round trip, and
 	// how far ahead ValidUntil is after it.
 	KeepaliveAcked(rtt, headroom time.Duration)
+	// Batched reports one of the session's writes answered as one of size
+	// writes in one etcd commit (1: sent alone; see WithoutBatching).
+	Batched(size int)
 }
 
 // NopObserver is an Observer that does nothing; embed it in your own.
@@ -50,6 +53,9 @@ func (NopObserver) SessionEnded(SessionEvent) {}
 
 // KeepaliveAcked does nothing.
 func (NopObserver) KeepaliveAcked(time.Duration, time.Duration) {}
+
+// Batched does nothing.
+func (NopObserver) Batched(int) {}
 
 // Results of an acquisition, as AcquireEvent.Result.
 const (

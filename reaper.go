@@ -2,7 +2,7 @@ package etcdlock
 
 import (
 	"context"
-	"time"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -20,11 +20,25 @@ type reapItem struct {
 	raised bool
 }
 
+// reaper retires the keys of a session that the library can no longer
+// account for, one at a time, in a goroutine it starts when there is work and
+// that ends when there is none; the session owns that goroutine (Close waits
+// for it). It is safe for concurrent use. Lock order: Session.mu may be
+// taken while mu is held, never the reverse.
+type reaper struct {
+	s *Session
+
+	mu      sync.Mutex
+	queue   []reapItem // to settle, oldest first
+	parked  []reapItem // keys it may not delete: done when the session ends
+	running bool       // a loop goroutine runs (or is being started)
+}
+
 // reap hands a key of known create revision to the session's reaper, which
 // deletes it guarded by that revision with backoff until it succeeds, the
 // lease is gone, or the session is over; then it calls done. It never blocks.
 func (s *Session) reap(key string, rev int64, done func()) {
-	s.queueReap(reapItem{key: key, rev: rev, done: done})
+	s.reaper.add(reapItem{key: key, rev: rev, done: done})
 }
 
 // reapUnknown is reap for a key in dir that a write of unknown outcome may
@@ -32,7 +46,7 @@ func (s *Session) reap(key string, rev int64, done func()) {
 // session's barrier of dir first, so that no such write can be applied any
 // more, then deletes what exists, guarded by its create revision.
 func (s *Session) reapUnknown(dir, key string, done func()) {
-	s.queueReap(reapItem{key: key, dir: dir, done: done})
+	s.reaper.add(reapItem{key: key, dir: dir, done: done})
 }
 
 // removeNow tries once, bounded by attemptTimeout, to remove it as the reaper
@@ -42,89 +56,131 @@ func (s *Session) removeNow(it reapItem) {
 	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
 	finished, err := s.settle(ctx, &it)
 	cancel()
-	if finished || s.failed(err) != nil {
-		if it.done != nil {
-			it.done()
-		}
+	if !finished && classify(err) == leaseGone {
+		finished = true
+		_ = s.leaseLost() // its keys are gone with it
+	}
+	if finished {
+		it.finish()
 		return
 	}
-	s.queueReap(it)
+	s.reaper.add(it)
 }
 
-func (s *Session) queueReap(it reapItem) {
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		// The lease is gone or being revoked: so are its keys.
-		if it.done != nil {
-			it.done()
-		}
+func (it reapItem) finish() {
+	if it.done != nil {
+		it.done()
+	}
+}
+
+func finishAll(items []reapItem) {
+	for _, it := range items {
+		it.finish()
+	}
+}
+
+// add queues it, and starts the loop if none runs. Once the session is over
+// (the lease is gone or being revoked, and its keys with it), it calls done
+// at once.
+func (r *reaper) add(it reapItem) {
+	r.mu.Lock()
+	r.queue = append(r.queue, it)
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start && !r.s.goRun(r.loop) {
+		r.mu.Lock()
+		rest := r.queue
+		r.queue, r.running = nil, false
+		r.mu.Unlock()
+		finishAll(rest)
+	}
+}
+
+// next returns the item to settle next; false, after finishing what is left,
+// when there is none or the session is over.
+func (r *reaper) next() (reapItem, bool) {
+	r.mu.Lock()
+	over := r.s.ctx.Err() != nil
+	if len(r.queue) > 0 && !over {
+		it := r.queue[0]
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		return it, true
+	}
+	rest := r.queue
+	if over {
+		rest = append(rest, r.parked...)
+		r.parked = nil
+	}
+	r.queue, r.running = nil, false
+	r.mu.Unlock()
+	finishAll(rest)
+	return reapItem{}, false
+}
+
+// park keeps an item the reaper may not delete until the session ends (its
+// key goes with the lease; its name must not be reused meanwhile).
+func (r *reaper) park(it reapItem) {
+	r.mu.Lock()
+	if r.s.Err() == nil {
+		r.parked = append(r.parked, it)
+		r.mu.Unlock()
 		return
 	}
-	s.reapQ = append(s.reapQ, it)
-	if !s.reaping {
-		s.reaping = true
-		s.wg.Add(1)
-		go s.reapLoop()
-	}
-	s.mu.Unlock()
+	r.mu.Unlock()
+	it.finish()
 }
 
-// reapLoop settles the queued keys in turn until none is left or the session
-// is over (then the lease takes the rest with it).
-func (s *Session) reapLoop() {
-	defer s.wg.Done()
-	backoff := 50 * time.Millisecond
+// sessionEnded finishes the parked items; the session calls it once it is
+// over.
+func (r *reaper) sessionEnded() {
+	r.mu.Lock()
+	parked := r.parked
+	r.parked = nil
+	r.mu.Unlock()
+	finishAll(parked)
+}
+
+// idle reports whether no loop runs (tests wait for it).
+func (r *reaper) idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.running
+}
+
+// loop settles the queued keys in turn until none is left or the session is
+// over (then the lease takes the rest with it).
+func (r *reaper) loop() {
+	s := r.s
+	b := newBackoff(watchFloor, watchCeil)
 	for {
-		s.mu.Lock()
-		if len(s.reapQ) == 0 || s.ctx.Err() != nil {
-			rest := s.reapQ
-			if s.ctx.Err() != nil {
-				rest = append(rest, s.reapParked...)
-				s.reapParked = nil
-			}
-			s.reapQ, s.reaping = nil, false
-			s.mu.Unlock()
-			for _, it := range rest {
-				if it.done != nil {
-					it.done()
-				}
-			}
+		it, ok := r.next()
+		if !ok {
 			return
 		}
-		it := s.reapQ[0]
-		s.reapQ = s.reapQ[1:]
-		s.mu.Unlock()
-
 		finished, err := s.settle(s.ctx, &it)
-		switch {
-		case finished:
+		if finished {
 			s.log.Debug("reaped key", zap.String("key", it.key))
-			if it.done != nil {
-				it.done()
-			}
-			backoff = 50 * time.Millisecond
+			it.finish()
+			b.reset()
 			continue
-		case s.failed(err) != nil:
-			continue // the session is over: the next turn ends the loop
-		case permanent(err):
+		}
+		switch classify(err) {
+		case leaseGone:
+			_ = s.leaseLost() // the next turn ends the loop
+			continue
+		case refused:
 			// Never succeeds: the key goes with the lease (Close revokes it).
-			// done waits for the session's end: the name must not be reused
-			// meanwhile.
 			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
-			s.mu.Lock()
-			s.reapParked = append(s.reapParked, it)
-			s.mu.Unlock()
+			r.park(it)
 			continue
 		}
 		s.log.Debug("reap failed, retrying", zap.String("key", it.key), zap.Error(err))
-		s.mu.Lock()
-		s.reapQ = append(s.reapQ, it)
-		s.mu.Unlock()
-		if !sleepCtx(s.ctx, jitter(backoff)) {
-			continue
-		}
-		backoff = min(2*backoff, 2*time.Second)
+		r.mu.Lock()
+		r.queue = append(r.queue, it)
+		r.mu.Unlock()
+		b.wait(s.ctx)
 	}
 }
 
@@ -154,7 +210,7 @@ func (s *Session) settle(ctx context.Context, it *reapItem) (finished bool, err 
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	err = deleteKey(actx, s.cli, it.key, it.rev)
 	cancel()
-	err = runHook(hookReaped, err)
+	err = s.runHook(hookReaped, err)
 	return err == nil, err
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestRWMutexExclusion(t *testing.T) {
@@ -14,10 +16,8 @@ func TestRWMutexExclusion(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, 2*time.Minute)
 	var (
-		fence            Fence
-		readers, writers atomic.Int32
-		sharedSeen       atomic.Bool
-		wg               sync.WaitGroup
+		in rwInside
+		wg sync.WaitGroup
 	)
 	for i := 0; i < workers; i++ {
 		m := NewRWMutex(openSession(t, nil), name)
@@ -26,39 +26,12 @@ func TestRWMutexExclusion(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				var l *Lock
-				var err error
-				if write {
-					l, err = m.Lock(ctx)
-				} else {
-					l, err = m.RLock(ctx)
-				}
+				l, err := rwAcquire(ctx, m, write)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if write {
-					if err := fence.Admit(l.Token()); err != nil {
-						t.Errorf("writer admit: %v", err)
-					}
-					if w, rd := writers.Add(1), readers.Load(); w != 1 || rd != 0 {
-						t.Errorf("writer inside with %d writers and %d readers", w, rd)
-					}
-					time.Sleep(time.Millisecond)
-					writers.Add(-1)
-				} else {
-					if err := fence.AdmitShared(l.Token()); err != nil {
-						t.Errorf("reader admit: %v", err)
-					}
-					if n := readers.Add(1); n > 1 {
-						sharedSeen.Store(true)
-					}
-					if w := writers.Load(); w != 0 {
-						t.Errorf("reader inside with %d writers", w)
-					}
-					time.Sleep(2 * time.Millisecond)
-					readers.Add(-1)
-				}
+				in.hold(t, l, write)
 				if err := l.Unlock(ctx); err != nil {
 					t.Error(err)
 				}
@@ -66,9 +39,52 @@ func TestRWMutexExclusion(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if !sharedSeen.Load() {
+	if !in.sharedSeen.Load() {
 		t.Fatal("readers never held together")
 	}
+}
+
+// rwAcquire takes m for writing (write) or reading.
+func rwAcquire(ctx context.Context, m *RWMutex, write bool) (*Lock, error) {
+	if write {
+		return m.Lock(ctx)
+	}
+	return m.RLock(ctx)
+}
+
+// rwInside counts the holders inside TestRWMutexExclusion's critical
+// section, and checks their tokens with a Fence.
+type rwInside struct {
+	fence            Fence
+	readers, writers atomic.Int32
+	sharedSeen       atomic.Bool
+}
+
+// hold enters the critical section with l, a writer's (write) or a
+// reader's, checks who else is inside, and leaves.
+func (in *rwInside) hold(t *testing.T, l *Lock, write bool) {
+	if write {
+		if err := in.fence.Admit(l.Token()); err != nil {
+			t.Errorf("writer admit: %v", err)
+		}
+		if w, rd := in.writers.Add(1), in.readers.Load(); w != 1 || rd != 0 {
+			t.Errorf("writer inside with %d writers and %d readers", w, rd)
+		}
+		time.Sleep(time.Millisecond)
+		in.writers.Add(-1)
+		return
+	}
+	if err := in.fence.AdmitShared(l.Token()); err != nil {
+		t.Errorf("reader admit: %v", err)
+	}
+	if n := in.readers.Add(1); n > 1 {
+		in.sharedSeen.Store(true)
+	}
+	if w := in.writers.Load(); w != 0 {
+		t.Errorf("reader inside with %d writers", w)
+	}
+	time.Sleep(2 * time.Millisecond)
+	in.readers.Add(-1)
 }
 
 // TestRWMutexFIFO: holder reader R0; then writer W1, reader R2, reader R3
@@ -79,6 +95,41 @@ func TestRWMutexFIFO(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, time.Minute)
 	s := openSession(t, cli)
+	r0 := readerAdmitsOnlyReaders(t, ctx, s, name)
+	events := make(chan string, 10)
+	locks := make(chan *Lock, 10)
+	start := func(label string, write bool) {
+		startRWWaiter(t, ctx, cli, name, label, write, events, locks)
+	}
+	start("W1", true)
+	start("R2", false)
+	start("R3", false)
+	if _, err := NewRWMutex(s, name).TryRLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryRLock with a writer waiting: %v", err)
+	}
+	st, err := Describe(ctx, cli, name)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Mode != "read" || len(st.Waiters) != 3 || st.Waiters[0].Mode != "write" {
+		t.Fatalf("describe: %+v %v", st, err)
+	}
+	noGrantWhile(t, events, "R0 holds and W1 waits")
+	if err := r0.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-events; e != "W1" {
+		t.Fatalf("first grant after R0 went to %s", e)
+	}
+	w1 := <-locks
+	noGrantWhile(t, events, "W1 holds")
+	if err := w1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bothReadersHold(t, ctx, cli, name, events, locks)
+}
+
+// readerAdmitsOnlyReaders read-locks name on s and checks that TryLock is
+// refused and TryRLock granted meanwhile; it returns the read lock, held.
+func readerAdmitsOnlyReaders(t *testing.T, ctx context.Context, s *Session, name string) *Lock {
+	t.Helper()
 	r0, err := NewRWMutex(s, name).RLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -91,68 +142,36 @@ func TestRWMutexFIFO(t *testing.T) {
 		t.Fatalf("TryRLock with only readers: %v", err)
 	}
 	_ = r.Unlock(ctx)
-	events := make(chan string, 10)
-	locks := make(chan *Lock, 10)
-	start := func(label string, write bool) {
-		before := len(keysUnder(t, cli, name))
-		go func() {
-			m := NewRWMutex(openSession(t, cli), name)
-			var l *Lock
-			var err error
-			if write {
-				l, err = m.Lock(ctx)
-			} else {
-				l, err = m.RLock(ctx)
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			events <- label
-			locks <- l
-		}()
-		waitFor(t, 10*time.Second, label+" to queue", func() bool { return len(keysUnder(t, cli, name)) > before })
-	}
-	start("W1", true)
-	start("R2", false)
-	start("R3", false)
-	if _, err := NewRWMutex(s, name).TryRLock(ctx); !errors.Is(err, ErrLocked) {
-		t.Fatalf("TryRLock with a writer waiting: %v", err)
-	}
-	st, err := Describe(ctx, cli, name)
-	if err != nil || len(st.Holders) != 1 || st.Holders[0].Mode != "read" || len(st.Waiters) != 3 || st.Waiters[0].Mode != "write" {
-		t.Fatalf("describe: %+v %v", st, err)
-	}
+	return r0
+}
+
+// startRWWaiter starts a Lock (write) or RLock of name on a new session
+// and waits until it queues; once granted, it sends label on events and
+// the lock on locks.
+func startRWWaiter(t *testing.T, ctx context.Context, cli *clientv3.Client, name, label string, write bool, events chan<- string, locks chan<- *Lock) {
+	t.Helper()
+	before := len(keysUnder(t, cli, name))
+	go func() {
+		m := NewRWMutex(openSession(t, cli), name)
+		l, err := rwAcquire(ctx, m, write)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		events <- label
+		locks <- l
+	}()
+	waitFor(t, 10*time.Second, label+" to queue", func() bool { return len(keysUnder(t, cli, name)) > before })
+}
+
+// noGrantWhile fails if a grant was reported on events (while describes
+// the state in which none may be).
+func noGrantWhile(t *testing.T, events <-chan string, while string) {
+	t.Helper()
 	select {
 	case e := <-events:
-		t.Fatalf("%s was granted while R0 holds and W1 waits", e)
+		t.Fatalf("%s was granted while %s", e, while)
 	default:
-	}
-	if err := r0.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if e := <-events; e != "W1" {
-		t.Fatalf("first grant after R0 went to %s", e)
-	}
-	w1 := <-locks
-	select {
-	case e := <-events:
-		t.Fatalf("%s was granted while W1 holds", e)
-	default:
-	}
-	if err := w1.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{<-events: true, <-events: true}
-	if !got["R2"] || !got["R3"] {
-		t.Fatalf("after W1: %v", got)
-	}
-	st, err = Describe(ctx, cli, name)
-	if err != nil || len(st.Holders) != 2 || len(st.Waiters) != 0 {
-		t.Fatalf("both readers should hold: %+v %v", st, err)
-	}
-	for i := 0; i < 2; i++ {
-		_ = (<-locks).Unlock(ctx)
 	}
 }
 
@@ -191,5 +210,22 @@ func TestRWMutexLostGrant(t *testing.T) {
 	}
 	if _, err := NewRWMutex(openSession(t, cli), name).TryRLock(ctx); err != nil {
 		t.Fatalf("TryRLock beside a reader: %v", err)
+	}
+}
+
+// bothReadersHold checks that R2 and R3 were granted next, and hold
+// together, and releases them.
+func bothReadersHold(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, events <-chan string, locks <-chan *Lock) {
+	t.Helper()
+	got := map[string]bool{<-events: true, <-events: true}
+	if !got["R2"] || !got["R3"] {
+		t.Fatalf("after W1: %v", got)
+	}
+	st, err := Describe(ctx, cli, name)
+	if err != nil || len(st.Holders) != 2 || len(st.Waiters) != 0 {
+		t.Fatalf("both readers should hold: %+v %v", st, err)
+	}
+	for i := 0; i < 2; i++ {
+		_ = (<-locks).Unlock(ctx)
 	}
 }

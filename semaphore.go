@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Semaphore is a fair, distributed counting semaphore: at most n holders of
@@ -73,7 +71,7 @@ func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.tryEnqueueCounting(ctx, int64(m.n))
+	return asLock(q.tryEnqueueCounting(ctx, int64(m.n)))
 }
 
 // counting is the Semaphore policy: granted with fewer than n keys ahead;
@@ -97,53 +95,4 @@ func (c counting) decide(ahead []*mvccpb.KeyValue) (bool, watchPlan) {
 	default:
 		return false, watchPlan{key: string(ahead[0].Key), puts: true}
 	}
-}
-
-// tryEnqueueCounting joins the queue only if fewer than n keys are in it,
-// all of its kind and size: it reads the queue, then puts its key guarded by
-// "no key created since that read" (a waiter's touch or a release does not
-// count: neither adds a key). A concurrent join makes it retry a few times.
-func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		var w *waiter
-		if l != nil {
-			w = l.w
-		}
-		q.finishAcquire(start, w, err)
-	}()
-	if err := ctx.Err(); err != nil {
-		return nil, q.errorf(ctxErr(ctx, err))
-	}
-	if err := q.s.live(); err != nil {
-		return nil, q.errorf(err)
-	}
-	opCtx, done := q.s.bound(ctx)
-	defer done()
-	for range 5 {
-		actx, kv, attemptDone := q.s.attempt(opCtx, true)
-		resp, err := kv.Get(actx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(n))
-		attemptDone()
-		if err != nil {
-			return nil, q.errorf(q.s.cause(ctx, ctxErr(opCtx, err)))
-		}
-		if err := q.checkKind(resp.Kvs); err != nil {
-			return nil, q.errorf(err)
-		}
-		if resp.Count >= n {
-			return nil, q.errorf(fmt.Errorf("%w: %d of %d held or waited on", ErrLocked, resp.Count, n))
-		}
-		w, _, err := q.tryPut(opCtx, "", []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(q.dir), "<", resp.Header.Revision+1).WithPrefix()})
-		if err != nil {
-			return nil, q.errorf(q.s.cause(ctx, err))
-		}
-		if w == nil {
-			continue // someone joined since the read
-		}
-		w, err = q.grant(ctx, w)
-		return asLock(w, err)
-	}
-	return nil, q.errorf(fmt.Errorf("%w: the queue kept changing", ErrLocked))
 }

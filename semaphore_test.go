@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestSemaphoreBoundsHolders(t *testing.T) {
@@ -75,38 +77,11 @@ func TestSemaphoreReleaseOrders(t *testing.T) {
 				}
 				holders[i] = l
 			}
-			const waiters = 4
-			granted := make(chan int, waiters)
-			var held [waiters]*Lock
+			granted := make(chan int, semWaiters)
+			var held [semWaiters]*Lock
 			var wg sync.WaitGroup
-			for i := 0; i < waiters; i++ {
-				before := len(keysUnder(t, cli, name))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					l, err := NewSemaphore(openSession(t, cli), name, 3).Acquire(ctx)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					held[i] = l
-					granted <- i
-				}()
-				waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) > before })
-			}
-			for step, h := range order {
-				if err := holders[h].Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case got := <-granted:
-					if got != step {
-						t.Fatalf("release %d admitted waiter %d, want %d", step, got, step)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("release %d (holder %d) admitted nobody", step, h)
-				}
-			}
+			queueSemWaiters(t, ctx, cli, name, granted, &held, &wg)
+			releaseInOrder(t, ctx, holders, order, granted)
 			// Release a waiter-turned-holder out of order: the last waiter gets in.
 			if err := held[1].Unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -124,6 +99,50 @@ func TestSemaphoreReleaseOrders(t *testing.T) {
 				_ = l.Unlock(ctx)
 			}
 		})
+	}
+}
+
+// semWaiters is how many waiters TestSemaphoreReleaseOrders queues.
+const semWaiters = 4
+
+// queueSemWaiters queues semWaiters acquisitions of name (a Semaphore of
+// 3), one at a time; waiter i stores its lock in held[i] and sends i on
+// granted.
+func queueSemWaiters(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, granted chan<- int, held *[semWaiters]*Lock, wg *sync.WaitGroup) {
+	t.Helper()
+	for i := 0; i < semWaiters; i++ {
+		before := len(keysUnder(t, cli, name))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := NewSemaphore(openSession(t, cli), name, 3).Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			held[i] = l
+			granted <- i
+		}()
+		waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, cli, name)) > before })
+	}
+}
+
+// releaseInOrder releases holders in order and checks that each release
+// admits the next waiter, in queue order.
+func releaseInOrder(t *testing.T, ctx context.Context, holders [3]*Lock, order [3]int, granted <-chan int) {
+	t.Helper()
+	for step, h := range order {
+		if err := holders[h].Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-granted:
+			if got != step {
+				t.Fatalf("release %d admitted waiter %d, want %d", step, got, step)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("release %d (holder %d) admitted nobody", step, h)
+		}
 	}
 }
 

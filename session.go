@@ -2,19 +2,12 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 const (
@@ -22,86 +15,6 @@ const (
 	maxTTL     = 24 * time.Hour
 	maxRevoke  = 5 * time.Second
 )
-
-// sessionOptions is the configuration a SessionOption edits.
-type sessionOptions struct {
-	ttl      time.Duration
-	identity string
-	logger   *zap.Logger
-	pinning  bool
-	observer Observer
-	err      error // the first invalid option
-}
-
-func (o *sessionOptions) fail(err error) {
-	if o.err == nil {
-		o.err = err
-	}
-}
-
-// SessionOption configures NewSession. An invalid option makes NewSession
-// return an error wrapping ErrInvalidArgument; no option is silently ignored.
-type SessionOption func(*sessionOptions)
-
-// WithTTL sets the lease TTL (default 10s). It is rounded up to whole seconds,
-// etcd's unit. A TTL <= 0 or over 24h makes NewSession fail with
-// ErrInvalidArgument. The server may grant a longer TTL (its minimum is about
-// 1.5 election timeouts); Session.TTL reports what it granted.
-func WithTTL(ttl time.Duration) SessionOption {
-	return func(o *sessionOptions) {
-		if ttl <= 0 || ttl > maxTTL {
-			o.fail(fmt.Errorf("%w: TTL %v must be > 0 and <= %v", ErrInvalidArgument, ttl, maxTTL))
-			return
-		}
-		o.ttl = ttl
-	}
-}
-
-// WithIdentity sets the identity stored with every key of the session (shown
-// by Describe and the CLI); default "hostname/pid". An empty identity makes
-// NewSession fail with ErrInvalidArgument.
-func WithIdentity(id string) SessionOption {
-	return func(o *sessionOptions) {
-		if id == "" {
-			o.fail(fmt.Errorf("%w: empty identity", ErrInvalidArgument))
-			return
-		}
-		o.identity = id
-	}
-}
-
-// WithLogger sets the session's logger (default zap.NewNop()). A nil logger
-// makes NewSession fail with ErrInvalidArgument.
-func WithLogger(l *zap.Logger) SessionOption {
-	return func(o *sessionOptions) {
-		if l == nil {
-			o.fail(fmt.Errorf("%w: nil logger", ErrInvalidArgument))
-			return
-		}
-		o.logger = l
-	}
-}
-
-// WithLeaderPinning chooses where keepalives go (default true): to the etcd
-// leader's endpoint over one stream per client, shared by all of that
-// client's sessions. Only the leader renews leases; a follower forwards every
-// keepalive to it as a separate peer request, which loses leases under load
-// (DESIGN.md). While pinned, the queue's writes (enqueue, release), its
-// waiters' predecessor watches and hand-off reads use that connection too,
-// saving a follower's forwarding hop, unless cli.KV or cli.Watcher is wrapped
-// (a namespace), which they must go through. With false, keepalives and every
-// request use the client's balanced connection.
-func WithLeaderPinning(on bool) SessionOption {
-	return func(o *sessionOptions) { o.pinning = on }
-}
-
-func defaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	return fmt.Sprintf("%s/%d", host, os.Getpid())
-}
 
 // Session is one etcd lease kept alive by etcdlock; every lock a session
 // takes is attached to its lease, so all of them are freed when the session
@@ -114,6 +27,7 @@ func defaultIdentity() string {
 // the last acknowledged one, minus a margin. A lost session stays lost: it
 // never sends another keepalive, so it cannot revive keys it declared lost.
 type Session struct {
+	// Set by newSession, then read-only.
 	cli      *clientv3.Client
 	lease    clientv3.LeaseID
 	ttl      time.Duration
@@ -123,29 +37,31 @@ type Session struct {
 	grantLog *zap.Logger // log, for lines logged through a helper (one more caller frame)
 	opts     sessionOptions
 	keeper   *keeper
+	tune     *tuning
+	reaper   *reaper         // has its own lock
+	ctx      context.Context // canceled with the loss cause, by expire
+	cancel   context.CancelCauseFunc
+	closing  chan struct{}  // closed when Close is first called (Election.Run watches it)
+	wg       sync.WaitGroup // every goroutine the session and its grants start (goRun)
 
-	ctx    context.Context // canceled with the loss cause
-	cancel context.CancelCauseFunc
+	mu sync.Mutex // guards the fields below
+	// The lifecycle: err is set once, by expire; detached once, by detach.
+	err           error
+	detached      bool
+	leaseGoneSeen bool // the server said the lease is gone (no revoke needed)
+	// The validity clock (validity.go), written by the keeper's sends and
+	// acknowledgements.
+	validMono time.Time   // with a monotonic reading
+	validWall time.Time   // the same instant, wall clock only
+	sent      []time.Time // send times of unacknowledged keepalives
+	expiry    *time.Timer // fires at validMono
+	// Written by acquisitions and releases of the session's grants.
+	slots    map[string][]bool // slots.go
+	barriers map[string]int64  // queue dir -> the barrier's mod revision (barrier.go)
 
-	mu        sync.Mutex
-	err       error
-	validMono time.Time // with a monotonic reading
-	validWall time.Time // the same instant, wall clock only
-	sent      []time.Time
-	expiry    *time.Timer
-	detached  bool
-	// leaseGoneSeen: the server said the lease is gone (no revoke needed)
-	leaseGoneSeen bool
-	reapQ         []reapItem
-	reapParked    []reapItem // keys the reaper may not delete: done at the session's end
-	reaping       bool       // a reapLoop runs
-	slots         map[string][]bool
-	barriers      map[string]int64 // queue dir -> the barrier's mod revision (barrier.go)
-	wg            sync.WaitGroup   // every goroutine the session and its grants start
-
+	// Written by the first Close.
 	closeOnce sync.Once
 	closeErr  error
-	closing   chan struct{} // closed when Close is first called (Election.Run watches it)
 }
 
 // NewSession grants a lease of the configured TTL on cli and keeps it alive
@@ -166,7 +82,7 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 		o.fail(fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
 	if o.err != nil {
-		return nil, fmt.Errorf("etcdlock: new session: %w", o.err)
+		return nil, newError("new session", "", o.err)
 	}
 	if o.identity == "" {
 		o.identity = defaultIdentity()
@@ -176,13 +92,13 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 
 func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*Session, error) {
 	if err := cli.Ctx().Err(); err != nil {
-		return nil, fmt.Errorf("etcdlock: new session: client closed: %w", ErrSessionExpired)
+		return nil, newError("new session", "", fmt.Errorf("client closed: %w", ErrSessionExpired))
 	}
 	secs := int64((o.ttl + time.Second - 1) / time.Second)
 	sentAt := time.Now()
 	resp, err := cli.Grant(ctx, secs)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: new session: grant lease: %w", ctxErr(ctx, err))
+		return nil, newError("new session", "", fmt.Errorf("grant lease: %w", ctxErr(ctx, err)))
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
 	s := &Session{
@@ -192,9 +108,12 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		identity: o.identity,
 		noValue:  encodeValue(o.identity, ""),
 		opts:     o,
+		tune:     defaultTuning(),
+		reaper:   &reaper{},
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
+	s.reaper.s = s
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.closing = make(chan struct{})
 	valid := sentAt.Add(ttl - s.margin())
@@ -202,9 +121,9 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	giveUp := func(reason string) (*Session, error) {
 		s.expire(ErrSessionExpired, reason)
 		_ = s.Close() // revokes (best effort) and waits for the session's goroutines
-		return nil, fmt.Errorf("etcdlock: new session: %s: %w", reason, ErrSessionExpired)
+		return nil, newError("new session", "", fmt.Errorf("%s: %w", reason, ErrSessionExpired))
 	}
-	s.keeper = acquireKeeper(cli, o.pinning, o.logger)
+	s.keeper = acquireKeeper(cli, o.pinning, !o.noBatching, o.logger)
 	s.mu.Lock()
 	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
 	s.mu.Unlock()
@@ -222,9 +141,6 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 }
 
 func (s *Session) observer() Observer { return s.opts.observer }
-
-// margin is subtracted from every validity deadline: TTL/100 + 50ms.
-func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
 
 func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 
@@ -274,16 +190,6 @@ func (s *Session) Identity() string { return s.identity }
 // TTL returns the TTL the server granted.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// ValidUntil returns the time until which the lease is certainly alive on the
-// server, as far as this process can know: the send time of the last
-// acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
-// session is lost at that moment unless a later keepalive is acknowledged.
-func (s *Session) ValidUntil() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.validMono
-}
-
 // Done returns a channel that is closed once the session is lost or closed.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
@@ -293,77 +199,6 @@ func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
-}
-
-// live returns nil while the session is live and its validity clock (both
-// monotonic and wall) is ahead; else the error that ended it.
-func (s *Session) live() error {
-	s.mu.Lock()
-	err := s.err
-	now := time.Now()
-	ran := !now.Before(s.validMono) || !now.Round(0).Before(s.validWall)
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if ran {
-		s.expire(ErrSessionExpired, ReasonValidityClock)
-		return ErrSessionExpired
-	}
-	return nil
-}
-
-// checkExpiry ends the session if its validity clock ran out.
-func (s *Session) checkExpiry() {
-	_ = s.live()
-}
-
-// onAck records a keepalive reply with the TTL the server reported.
-func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
-	s.mu.Lock()
-	if s.err != nil || len(s.sent) == 0 {
-		s.mu.Unlock()
-		return time.Time{}, false
-	}
-	sentAt := s.sent[0]
-	s.sent = s.sent[1:]
-	if ttl <= 0 {
-		s.mu.Unlock()
-		s.markLeaseGone(ReasonLeaseGone)
-		return time.Time{}, false
-	}
-	valid := sentAt.Add(time.Duration(ttl)*time.Second - s.margin())
-	if valid.After(s.validMono) {
-		s.validMono, s.validWall = valid, valid.Round(0)
-		s.expiry.Reset(time.Until(valid))
-	}
-	more := len(s.sent) > 0
-	headroom := time.Until(s.validMono)
-	s.mu.Unlock()
-	s.observer().KeepaliveAcked(time.Since(sentAt), headroom)
-	if more {
-		return time.Time{}, false
-	}
-	return sentAt.Add(s.ttl / 3), true
-}
-
-// recordSend notes that a keepalive is about to be sent; false if the session
-// is over and must not send again.
-func (s *Session) recordSend(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil || !now.Before(s.validMono) || !now.Round(0).Before(s.validWall) {
-		return false // lost, or about to be: never renew what was declared lost
-	}
-	s.sent = append(s.sent, now)
-	return true
-}
-
-// resetInflight forgets unanswered keepalives (their stream is gone).
-func (s *Session) resetInflight() {
-	s.mu.Lock()
-	s.sent = nil
-	s.mu.Unlock()
 }
 
 // expire ends the session with cause (ErrSessionExpired or ErrSessionClosed)
@@ -385,16 +220,8 @@ func (s *Session) expire(cause error, reason string) {
 	if revoke {
 		s.wg.Add(1)
 	}
-	parked := s.reapParked // their keys go with the lease
-	s.reapParked = nil
 	s.mu.Unlock()
-	defer func() {
-		for _, it := range parked {
-			if it.done != nil {
-				it.done()
-			}
-		}
-	}()
+	defer s.reaper.sessionEnded() // the parked keys go with the lease
 	if revoke {
 		go func() {
 			defer s.wg.Done()
@@ -462,39 +289,6 @@ func (s *Session) detach() {
 	}
 }
 
-// failed inspects an error of a data-path call made for this session: a
-// lease that the server no longer knows ends the session at once (callers
-// would otherwise retry on a "live" session until the validity clock runs
-// out). It returns ErrSessionExpired in that case, else nil.
-func (s *Session) failed(err error) error {
-	if isLeaseNotFound(err) {
-		s.markLeaseGone(ReasonLeaseGone)
-		return ErrSessionExpired
-	}
-	return nil
-}
-
-// permanent reports an error that retrying cannot fix: the user may not
-// touch these keys (PermissionDenied), the request is malformed or the
-// credentials are wrong (InvalidArgument), or the auth token could not be
-// renewed (Unauthenticated; clientv3 already retried with a fresh one).
-func permanent(err error) bool {
-	code := status.Code(err) // finds a gRPC status anywhere in the chain
-	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
-		code = ee.Code() // clientv3's form of the same status
-	}
-	switch code {
-	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
-
-func isLeaseNotFound(err error) bool {
-	return err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) ||
-		strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error()))
-}
-
 // leaseGone asks the server whether the session's lease still exists; it is
 // how a deleted key's cause is told apart (ErrSessionExpired vs ErrLockLost).
 // A gone lease ends the session.
@@ -537,47 +331,6 @@ func (s *Session) cause(ctx context.Context, err error) error {
 	return err
 }
 
-// takeSlot returns the lowest slot of scope (a queue and kind) that none of
-// the session's keys there uses, and marks it used. A session's key in a
-// queue is "<lease>-<slot>": reusing key names keeps etcd's index of deleted
-// keys (walked by every read of the queue until compaction) from growing
-// with every acquisition.
-func (s *Session) takeSlot(scope string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.slots == nil {
-		s.slots = map[string][]bool{}
-	}
-	busy := s.slots[scope]
-	for i, b := range busy {
-		if !b {
-			busy[i] = true
-			return i
-		}
-	}
-	s.slots[scope] = append(busy, true)
-	return len(busy)
-}
-
-// freeSlot makes slot of scope reusable: its key is certainly gone and no
-// write of unknown outcome can re-create it.
-func (s *Session) freeSlot(scope string, slot int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	busy := s.slots[scope]
-	if slot < len(busy) {
-		busy[slot] = false
-	}
-	for len(busy) > 0 && !busy[len(busy)-1] {
-		busy = busy[:len(busy)-1]
-	}
-	if len(busy) == 0 {
-		delete(s.slots, scope)
-	} else {
-		s.slots[scope] = busy
-	}
-}
-
 // goRun starts f in a goroutine owned by the session (Close waits for it);
 // false, without starting it, once the session is over.
 func (s *Session) goRun(f func()) bool {
@@ -610,33 +363,13 @@ func (s *Session) Close() error {
 		s.mu.Unlock()
 		if wasLive && !gone && s.cli.Ctx().Err() == nil {
 			if err := s.revoke(); err != nil {
-				s.closeErr = fmt.Errorf("etcdlock: close session: revoke lease %x: %w", int64(s.lease), err)
+				s.closeErr = newError("close session", "", fmt.Errorf("revoke lease %x: %w", int64(s.lease), err))
 			}
 		}
 		s.wg.Wait()
 		s.keeper.waitStopped()
 	})
 	return s.closeErr
-}
-
-// jitter returns a duration in [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // ctxErr prefers ctx's error (with its cause) when ctx has ended.

@@ -129,34 +129,14 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.token = "embedtest-" + hex.EncodeToString(tok[:])
 
-	if c.cfg.dir == "" {
-		dir, err := os.MkdirTemp("", "embedtest-")
-		if err != nil {
-			return fmt.Errorf("embedtest: data directory: %w", err)
-		}
-		c.dir, c.ownDir = dir, true
-	} else {
-		c.dir = c.cfg.dir
-		if err := os.MkdirAll(c.dir, 0o700); err != nil {
-			return fmt.Errorf("embedtest: data directory: %w", err)
-		}
+	if err := c.makeDirs(); err != nil {
+		return err
 	}
-
 	if err := c.prepareSecurity(); err != nil {
 		return err
 	}
-
-	for i := range c.cfg.members {
-		name := "m" + strconv.Itoa(i)
-		dir := filepath.Join(c.dir, name)
-		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-			return fmt.Errorf("embedtest: data directory %s is not empty", dir)
-		}
-		m, err := newMember(c, name, dir)
-		if err != nil {
-			return err
-		}
-		c.members = append(c.members, m)
+	if err := c.newMembers(); err != nil {
+		return err
 	}
 
 	// Start every member at once: none can finish joining without a quorum.
@@ -186,6 +166,41 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if c.cfg.auth {
 		return c.enableAuth(ctx)
+	}
+	return nil
+}
+
+// makeDirs makes the cluster's data directory (a temporary one unless
+// WithDir).
+func (c *Cluster) makeDirs() error {
+	if c.cfg.dir == "" {
+		dir, err := os.MkdirTemp("", "embedtest-")
+		if err != nil {
+			return fmt.Errorf("embedtest: data directory: %w", err)
+		}
+		c.dir, c.ownDir = dir, true
+		return nil
+	}
+	c.dir = c.cfg.dir
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return fmt.Errorf("embedtest: data directory: %w", err)
+	}
+	return nil
+}
+
+// newMembers makes the members, each in an empty directory of its own.
+func (c *Cluster) newMembers() error {
+	for i := range c.cfg.members {
+		name := "m" + strconv.Itoa(i)
+		dir := filepath.Join(c.dir, name)
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			return fmt.Errorf("embedtest: data directory %s is not empty", dir)
+		}
+		m, err := newMember(c, name, dir)
+		if err != nil {
+			return err
+		}
+		c.members = append(c.members, m)
 	}
 	return nil
 }
@@ -245,73 +260,6 @@ func (c *Cluster) Client() (*clientv3.Client, error) {
 		return nil, fmt.Errorf("embedtest: client: %w", err)
 	}
 	return cli, nil
-}
-
-// NewLink returns a new Link: one TCP proxy per member in front of the
-// member's client endpoint. Build a client on Link.Endpoints to control its
-// network with Link.Cut and Link.Restore. The link lives until Link.Close or
-// Cluster.Close.
-func (c *Cluster) NewLink() (*Link, error) {
-	l := &Link{c: c, gate: newGate()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, ErrClosed
-	}
-	for _, m := range c.members {
-		p, err := newProxy(m.clientProxy.addr(), l.gate)
-		if err != nil {
-			for _, q := range l.proxies {
-				q.close()
-			}
-			return nil, fmt.Errorf("embedtest: link: %w", err)
-		}
-		l.proxies = append(l.proxies, p)
-	}
-	c.links[l] = struct{}{}
-	return l, nil
-}
-
-func (c *Cluster) forgetLink(l *Link) {
-	c.mu.Lock()
-	delete(c.links, l)
-	c.mu.Unlock()
-}
-
-// FlakyClient returns a new client (configured as by ClientConfig) whose
-// every connection to the cluster goes through a new Link, and that Link.
-// The link's proxies forward TCP, so TLS (WithTLS) passes through them end
-// to end.
-// The caller closes the client; closing it also closes the link, and so does
-// Cluster.Close.
-func (c *Cluster) FlakyClient() (*clientv3.Client, *Link, error) {
-	l, err := c.NewLink()
-	if err != nil {
-		return nil, nil, err
-	}
-	cli, err := clientv3.New(c.ownClientConfig(l.Endpoints()))
-	if err != nil {
-		_ = l.Close()
-		return nil, nil, fmt.Errorf("embedtest: flaky client: %w", err)
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		_ = cli.Close()
-		_ = l.Close()
-		return nil, nil, ErrClosed
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		select {
-		case <-cli.Ctx().Done():
-		case <-c.done:
-		}
-		_ = l.Close()
-	}()
-	return cli, l, nil
 }
 
 // Members returns the members, in a fixed order (m0, m1, ...). The slice is

@@ -289,6 +289,9 @@ func (m *Member) config(state string) *embed.Config {
 	cfg.TickMs = uint(c.cfg.tick / time.Millisecond)
 	cfg.ElectionMs = uint(c.cfg.election / time.Millisecond)
 	cfg.UnsafeNoFsync = !c.cfg.fsync
+	if c.cfg.maxTxnOps > 0 {
+		cfg.MaxTxnOps = c.cfg.maxTxnOps
+	}
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "0" // off
 	cfg.EnableGRPCGateway = false     // it would dial the listen address, port 0

@@ -35,6 +35,8 @@ type config struct {
 	election time.Duration
 	logger   *zap.Logger
 	fsync    bool
+	// maxTxnOps is etcd's --max-txn-ops; 0 = etcd's default.
+	maxTxnOps uint
 
 	// security (security.go)
 	tls          bool
@@ -106,8 +108,8 @@ func WithDir(dir string) Option {
 // WithTick sets the raft heartbeat interval (tick) and election timeout of
 // every member (default 100ms and 1000ms). Both must be whole milliseconds,
 // tick > 0, election >= 5*tick and election <= 50s (etcd's own limits).
-// Short ticks make leaders churn under -race on small machines: DESIGN.md
-// advises never to go below 50ms / 500ms in CI. The minimum lease TTL etcd
+// Short ticks make leaders churn under -race on small machines: never go
+// below 50ms / 500ms in CI. The minimum lease TTL etcd
 // grants is about 1.5 times the election timeout.
 func WithTick(tick, election time.Duration) Option {
 	return func(c *config) error {
@@ -146,6 +148,18 @@ func WithLogger(l *zap.Logger) Option {
 func WithFsync(on bool) Option {
 	return func(c *config) error {
 		c.fsync = on
+		return nil
+	}
+}
+
+// WithMaxTxnOps sets every member's limit on the operations of one Txn
+// (etcd's --max-txn-ops; default 128). n must be at least 1.
+func WithMaxTxnOps(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max txn ops %d < 1", ErrInvalidOption, n)
+		}
+		c.maxTxnOps = uint(n)
 		return nil
 	}
 }

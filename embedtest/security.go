@@ -125,15 +125,37 @@ func issue(template *x509.Certificate, key *ecdsa.PrivateKey, ca *x509.Certifica
 	return cert, der, err
 }
 
+// keyPair is a certificate and its private key.
+type keyPair struct {
+	key  *ecdsa.PrivateKey
+	cert *x509.Certificate
+	der  []byte
+}
+
+// newPair makes a key and a certificate for it from template, signed by ca
+// (nil: self-signed).
+func newPair(template *x509.Certificate, ca *keyPair) (*keyPair, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	var parent *x509.Certificate
+	var parentKey *ecdsa.PrivateKey
+	if ca != nil {
+		parent, parentKey = ca.cert, ca.key
+	}
+	cert, der, err := issue(template, key, parent, parentKey)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{key: key, cert: cert, der: der}, nil
+}
+
 // generateTLS writes a CA, a server certificate and a client certificate
 // (with their keys) to sec.dir and builds the client TLS configuration.
 func (sec *securityFiles) generateTLS(now time.Time) error {
 	notBefore, notAfter := now.Add(-certBackdate), now.Add(certValidity)
-	caKey, err := newKey()
-	if err != nil {
-		return err
-	}
-	ca, caDER, err := issue(&x509.Certificate{
+	ca, err := newPair(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: "embedtest CA", Organization: []string{"embedtest"}},
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
@@ -141,16 +163,11 @@ func (sec *securityFiles) generateTLS(now time.Time) error {
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}, caKey, nil, nil)
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("CA: %w", err)
 	}
-
-	serverKey, err := newKey()
-	if err != nil {
-		return err
-	}
-	_, serverDER, err := issue(&x509.Certificate{
+	server, err := newPair(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "embedtest server", Organization: []string{"embedtest"}},
 		NotBefore:   notBefore,
 		NotAfter:    notAfter,
@@ -158,37 +175,55 @@ func (sec *securityFiles) generateTLS(now time.Time) error {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}, serverKey, ca, caKey)
+	}, ca)
 	if err != nil {
 		return fmt.Errorf("server certificate: %w", err)
 	}
-
-	clientKey, err := newKey()
-	if err != nil {
-		return err
-	}
-	_, clientDER, err := issue(&x509.Certificate{
+	client, err := newPair(&x509.Certificate{
 		// No common name: etcd would take it as a user name (see WithTLS).
 		Subject:     pkix.Name{Organization: []string{"embedtest"}, OrganizationalUnit: []string{"client"}},
 		NotBefore:   notBefore,
 		NotAfter:    notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, clientKey, ca, caKey)
+	}, ca)
 	if err != nil {
 		return fmt.Errorf("client certificate: %w", err)
 	}
+	if err := sec.writeTLS(ca, server, client); err != nil {
+		return err
+	}
+	sec.serverTLS = transport.TLSInfo{
+		CertFile:       sec.serverCert,
+		KeyFile:        sec.serverKey,
+		TrustedCAFile:  sec.caFile,
+		ClientCertAuth: true,
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	sec.clientTLS = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    pool,
+		Certificates: []tls.Certificate{{
+			Certificate: [][]byte{client.der},
+			PrivateKey:  client.key,
+		}},
+	}
+	return nil
+}
 
+// writeTLS writes the certificates and keys to sec.dir.
+func (sec *securityFiles) writeTLS(ca, server, client *keyPair) error {
 	sec.caFile = filepath.Join(sec.dir, "ca.crt")
 	sec.serverCert = filepath.Join(sec.dir, "server.crt")
 	sec.serverKey = filepath.Join(sec.dir, "server.key")
 	sec.clientCert = filepath.Join(sec.dir, "client.crt")
 	sec.clientKey = filepath.Join(sec.dir, "client.key")
-	serverKeyDER, err := x509.MarshalECPrivateKey(serverKey)
+	serverKeyDER, err := x509.MarshalECPrivateKey(server.key)
 	if err != nil {
 		return err
 	}
-	clientKeyDER, err := x509.MarshalECPrivateKey(clientKey)
+	clientKeyDER, err := x509.MarshalECPrivateKey(client.key)
 	if err != nil {
 		return err
 	}
@@ -197,32 +232,15 @@ func (sec *securityFiles) generateTLS(now time.Time) error {
 		der       []byte
 		perm      os.FileMode
 	}{
-		{sec.caFile, "CERTIFICATE", caDER, 0o644},
-		{sec.serverCert, "CERTIFICATE", serverDER, 0o644},
+		{sec.caFile, "CERTIFICATE", ca.der, 0o644},
+		{sec.serverCert, "CERTIFICATE", server.der, 0o644},
 		{sec.serverKey, "EC PRIVATE KEY", serverKeyDER, 0o600},
-		{sec.clientCert, "CERTIFICATE", clientDER, 0o644},
+		{sec.clientCert, "CERTIFICATE", client.der, 0o644},
 		{sec.clientKey, "EC PRIVATE KEY", clientKeyDER, 0o600},
 	} {
 		if err := writePEM(f.name, f.typ, f.der, f.perm); err != nil {
 			return err
 		}
-	}
-
-	sec.serverTLS = transport.TLSInfo{
-		CertFile:       sec.serverCert,
-		KeyFile:        sec.serverKey,
-		TrustedCAFile:  sec.caFile,
-		ClientCertAuth: true,
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	sec.clientTLS = &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		RootCAs:    pool,
-		Certificates: []tls.Certificate{{
-			Certificate: [][]byte{clientDER},
-			PrivateKey:  clientKey,
-		}},
 	}
 	return nil
 }

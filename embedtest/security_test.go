@@ -2,12 +2,8 @@ package embedtest_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,177 +12,10 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/embedtest"
 )
-
-// readCert parses the first certificate of a PEM file.
-func readCert(t *testing.T, file string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		t.Fatalf("%s: no PEM certificate", file)
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
-
-// mustFail checks that a request through cli fails within a short deadline.
-func mustFail(t *testing.T, ctx context.Context, cli *clientv3.Client, what string) error {
-	t.Helper()
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	_, err := cli.Get(gctx, "tls/k")
-	if err == nil {
-		t.Errorf("%s: Get succeeded", what)
-	}
-	return err
-}
-
-// TestTLS: members serve https only, with certificates generated at start;
-// the cluster's clients (also through a Link and per member) use them, and
-// clients in plain text, without a client certificate or trusting another
-// CA get nothing.
-func TestTLS(t *testing.T) {
-	start := time.Now()
-	c := embedtest.Start(t, embedtest.WithTLS())
-	ctx := testContext(t)
-
-	for _, ep := range c.Endpoints() {
-		if !strings.HasPrefix(ep, "https://127.0.0.1:") {
-			t.Errorf("endpoint %q, want https://127.0.0.1:port", ep)
-		}
-	}
-	for _, m := range c.Members() {
-		if !strings.HasPrefix(m.Endpoint(), "https://") || !strings.HasPrefix(m.PeerURL(), "http://") {
-			t.Errorf("%s: endpoint %q, peer URL %q: want https clients, plain peers", m.Name(), m.Endpoint(), m.PeerURL())
-		}
-	}
-
-	// The generated files: a CA, a server certificate for 127.0.0.1 and
-	// localhost, a client certificate; ECDSA P-256, valid for about a day.
-	caFile, certFile, keyFile := c.TLSFiles()
-	for _, f := range []string{caFile, certFile, keyFile} {
-		if !strings.HasPrefix(f, filepath.Join(c.Dir(), "tls")+string(filepath.Separator)) {
-			t.Errorf("TLS file %q is not under the cluster's directory", f)
-		}
-	}
-	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm()&0o077 != 0 {
-		t.Errorf("client key %s: %v, mode %v; want readable by its owner only", keyFile, err, fi.Mode())
-	}
-	ca := readCert(t, caFile)
-	server := readCert(t, filepath.Join(filepath.Dir(caFile), "server.crt"))
-	clientCert := readCert(t, certFile)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	for _, cert := range []*x509.Certificate{ca, server, clientCert} {
-		pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
-		if !ok || pub.Curve != elliptic.P256() {
-			t.Errorf("%s: key %T, want ECDSA P-256", cert.Subject, cert.PublicKey)
-		}
-		if cert.NotAfter.Sub(cert.NotBefore) > 25*time.Hour || cert.NotAfter.Before(start.Add(23*time.Hour)) || cert.NotBefore.After(start) {
-			t.Errorf("%s: valid %v to %v; want about 24h from now", cert.Subject, cert.NotBefore, cert.NotAfter)
-		}
-	}
-	if _, err := server.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
-		t.Errorf("server certificate for 127.0.0.1: %v", err)
-	}
-	if _, err := server.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"}); err != nil {
-		t.Errorf("server certificate for localhost: %v", err)
-	}
-	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		t.Errorf("client certificate: %v", err)
-	}
-	if clientCert.Subject.CommonName != "" {
-		t.Errorf("client certificate CN %q: etcd would take it as a user name", clientCert.Subject.CommonName)
-	}
-
-	// The cluster's clients.
-	cli := client(t, c.Client)
-	if _, err := cli.Put(ctx, "tls/k", "v"); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range c.Members() {
-		mcli := client(t, m.Client)
-		eventually(t, ctx, m.Name()+" serves tls/k", func(ctx context.Context) error {
-			return wantValue(ctx, mcli, "tls/k", "v")
-		})
-	}
-	// The files work as etcdctl's --cacert --cert --key.
-	info := transport.TLSInfo{TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
-	tlsCfg, err := info.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := c.ClientConfig()
-	cfg.TLS = tlsCfg
-	fcli := client(t, func() (*clientv3.Client, error) { return clientv3.New(cfg) })
-	if err := wantValue(ctx, fcli, "tls/k", "v"); err != nil {
-		t.Errorf("client from TLSFiles: %v", err)
-	}
-
-	// A flaky client: TLS through the link's TCP proxies.
-	flaky, link, err := c.FlakyClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer flaky.Close()
-	for _, ep := range link.Endpoints() {
-		if !strings.HasPrefix(ep, "https://") {
-			t.Errorf("link endpoint %q, want https", ep)
-		}
-	}
-	if _, err := flaky.Put(ctx, "tls/flaky", "v"); err != nil {
-		t.Fatal(err)
-	}
-	link.Cut()
-	if err := mustFail(t, ctx, flaky, "through a cut link"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Get through a cut link = %v, want deadline exceeded", err)
-	}
-	link.Restore()
-	eventually(t, ctx, "flaky client after Restore", func(ctx context.Context) error {
-		_, err := flaky.Get(ctx, "tls/flaky")
-		return err
-	})
-
-	// Clients that must get nothing.
-	bad := func(what string, mod func(*clientv3.Config)) {
-		cfg := c.ClientConfig()
-		cfg.DialTimeout = 2 * time.Second
-		mod(&cfg)
-		bcli, err := clientv3.New(cfg)
-		if err != nil {
-			return // refused at once: fine
-		}
-		defer bcli.Close()
-		mustFail(t, ctx, bcli, what)
-	}
-	bad("plain text", func(cfg *clientv3.Config) {
-		cfg.TLS = nil
-		for i, ep := range cfg.Endpoints {
-			cfg.Endpoints[i] = "http://" + strings.TrimPrefix(ep, "https://")
-		}
-	})
-	bad("no client certificate", func(cfg *clientv3.Config) { cfg.TLS.Certificates = nil })
-	other := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithTLS())
-	bad("another CA", func(cfg *clientv3.Config) { cfg.TLS = other.ClientTLS() })
-
-	// ClientTLS hands out copies.
-	a := c.ClientTLS()
-	a.InsecureSkipVerify = true
-	if c.ClientTLS().InsecureSkipVerify {
-		t.Error("ClientTLS returned a shared configuration")
-	}
-}
 
 // TestNoSecurity: without the options, nothing of them shows.
 func TestNoSecurity(t *testing.T) {
@@ -204,13 +33,10 @@ func TestNoSecurity(t *testing.T) {
 	}
 }
 
-// TestAuth: WithAuth enables auth with a root user; the cluster's clients
-// log in as root, ClientAs as anyone, and etcd enforces the roles. With TLS
-// too, a client certificate alone (no common name) grants nothing.
-func TestAuth(t *testing.T) {
-	c := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithTLS(), embedtest.WithAuth("rootpw"))
-	ctx := testContext(t)
-	root := client(t, c.Client)
+// checkRoot: with WithAuth("rootpw"), c's clients log in as root, member
+// clients too, and auth is on; root is a client of c.
+func checkRoot(t *testing.T, ctx context.Context, c *embedtest.Cluster, root *clientv3.Client) {
+	t.Helper()
 	if cfg := c.ClientConfig(); cfg.Username != "root" || cfg.Password != "rootpw" || cfg.TLS == nil {
 		t.Errorf("ClientConfig: user %q, TLS %v; want root over TLS", cfg.Username, cfg.TLS != nil)
 	}
@@ -227,8 +53,12 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s: Member.Client as root: %v", m.Name(), err)
 		}
 	}
+}
 
-	// A user with one prefix.
+// addAlice adds user alice (password alicepw) in role team-a, which may
+// use the keys under team-a/.
+func addAlice(t *testing.T, ctx context.Context, root *clientv3.Client) {
+	t.Helper()
 	for _, step := range []func() error{
 		func() error { _, err := root.RoleAdd(ctx, "team-a"); return err },
 		func() error {
@@ -242,6 +72,17 @@ func TestAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestAuth: WithAuth enables auth with a root user; the cluster's clients
+// log in as root, ClientAs as anyone, and etcd enforces the roles. With TLS
+// too, a client certificate alone (no common name) grants nothing.
+func TestAuth(t *testing.T) {
+	c := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithTLS(), embedtest.WithAuth("rootpw"))
+	ctx := testContext(t)
+	root := client(t, c.Client)
+	checkRoot(t, ctx, c, root)
+	addAlice(t, ctx, root)
 	alice := client(t, func() (*clientv3.Client, error) { return c.ClientAs("alice", "alicepw") })
 	if _, err := alice.Put(ctx, "team-a/k", "v"); err != nil {
 		t.Errorf("alice in her range: %v", err)
@@ -282,6 +123,35 @@ func TestAuthPlain(t *testing.T) {
 	}
 }
 
+// jwtHead and jwtClaims are what TestJWT reads of a JWT.
+type (
+	jwtHead   struct{ Alg string }
+	jwtClaims struct {
+		Username string
+		Exp      int64
+	}
+)
+
+// decodeJWT decodes the header and claims of token, failing the test if it
+// is not a JWT.
+func decodeJWT(t *testing.T, token string) (head jwtHead, claims jwtClaims) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token %q is not a JWT", token)
+	}
+	for i, v := range []any{&head, &claims} {
+		b, err := base64.RawURLEncoding.DecodeString(parts[i])
+		if err == nil {
+			err = json.Unmarshal(b, v)
+		}
+		if err != nil {
+			t.Fatalf("token part %d: %v", i, err)
+		}
+	}
+	return head, claims
+}
+
 // TestJWT: WithJWT makes the members issue ES256 JWTs that expire after the
 // WithAuthTokenTTL.
 func TestJWT(t *testing.T) {
@@ -305,24 +175,7 @@ func TestJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := strings.Split(resp.Token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("token %q is not a JWT", resp.Token)
-	}
-	var head struct{ Alg string }
-	var claims struct {
-		Username string
-		Exp      int64
-	}
-	for i, v := range []any{&head, &claims} {
-		b, err := base64.RawURLEncoding.DecodeString(parts[i])
-		if err == nil {
-			err = json.Unmarshal(b, v)
-		}
-		if err != nil {
-			t.Fatalf("token part %d: %v", i, err)
-		}
-	}
+	head, claims := decodeJWT(t, resp.Token)
 	exp := time.Unix(claims.Exp, 0)
 	if head.Alg != "ES256" || claims.Username != "root" || exp.Before(before.Add(8*time.Second)) || exp.After(time.Now().Add(11*time.Second)) {
 		t.Errorf("JWT alg %q user %q expires %v after the request; want ES256, root, 10s", head.Alg, claims.Username, exp.Sub(before))

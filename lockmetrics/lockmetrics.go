@@ -65,6 +65,8 @@ type Metrics struct {
 	headroom     prometheus.Histogram
 	transitions  *prometheus.CounterVec
 	leader       *prometheus.GaugeVec
+	batchSize    prometheus.Histogram
+	batches      prometheus.Counter
 }
 
 var registered = struct {
@@ -135,12 +137,16 @@ func build(c config) *Metrics {
 			Help: "Leadership gained, resigned or lost by this process."}, []string{"name", "event"}),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "leader",
 			Help: "1 while this process leads the election."}, []string{"name"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "batch_size",
+			Help: "Writes per etcd commit (group commit), observed once per write.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "batches_total",
+			Help: "etcd commits of this process's writes (each write counts 1/its batch's size)."}),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.acquisitions, m.wait, m.hold, m.held, m.waiters, m.lost, m.sessions,
-		m.rtt, m.headroom, m.transitions, m.leader}
+		m.rtt, m.headroom, m.transitions, m.leader, m.batchSize, m.batches}
 }
 
 func (m *Metrics) name(n string) string {
@@ -210,4 +216,13 @@ func (m *Metrics) SessionEnded(e etcdlock.SessionEvent) {
 func (m *Metrics) KeepaliveAcked(rtt, headroom time.Duration) {
 	m.rtt.Observe(rtt.Seconds())
 	m.headroom.Observe(headroom.Seconds())
+}
+
+// Batched implements etcdlock.Observer.
+func (m *Metrics) Batched(size int) {
+	if size < 1 {
+		return
+	}
+	m.batchSize.Observe(float64(size))
+	m.batches.Add(1 / float64(size))
 }

@@ -48,6 +48,41 @@ func await(t *testing.T, what string, cond func() bool) {
 func TestScriptedSequence(t *testing.T) {
 	cli, open := setup(t)
 	reg := prometheus.NewRegistry()
+	m := newOnce(t, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s1 := open(etcdlock.WithObserver(m))
+	s2 := open(etcdlock.WithObserver(m))
+
+	const name = "jobs/nightly"
+	scriptMutex(t, ctx, cli, reg, name, s1, s2)
+	scriptElection(t, ctx, reg, s1)
+
+	v0 := s1.ValidUntil()
+	await(t, "a keepalive", func() bool { return s1.ValidUntil().After(v0) })
+	await(t, "the releases to be counted", func() bool {
+		return testutil.ToFloat64(mustVec(t, reg, "etcdlock_held", "mutex", name)) == 0 &&
+			testutil.ToFloat64(mustVec(t, reg, "etcdlock_leader", "svc")) == 0
+	})
+
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(scriptedWant),
+		"etcdlock_acquisitions_total", "etcdlock_grants_lost_total", "etcdlock_held", "etcdlock_leader",
+		"etcdlock_leadership_transitions_total", "etcdlock_sessions_ended_total", "etcdlock_waiters"); err != nil {
+		t.Fatal(err)
+	}
+	// Histograms: 3 grants waited, 3 grants ended, keepalives acknowledged.
+	if n := testutil.CollectAndCount(reg, "etcdlock_wait_seconds"); n != 2 {
+		t.Fatalf("wait_seconds series: %d", n)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(""), "etcdlock_keepalive_rtt_seconds"); err == nil {
+		t.Fatal("no keepalive round trips recorded")
+	}
+}
+
+// newOnce makes the Metrics of reg, and checks that a second New on reg
+// returns them, one with other options fails, and so does New(nil).
+func newOnce(t *testing.T, reg *prometheus.Registry) *lockmetrics.Metrics {
+	t.Helper()
 	m, err := lockmetrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +97,15 @@ func TestScriptedSequence(t *testing.T) {
 	if _, err := lockmetrics.New(nil); err == nil {
 		t.Fatal("New(nil) succeeded")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s1 := open(etcdlock.WithObserver(m))
-	s2 := open(etcdlock.WithObserver(m))
+	return m
+}
 
-	const name = "jobs/nightly"
+// scriptMutex, on name: s1 is granted it; s2 finds it locked, times out,
+// is canceled, then waits (the waiters gauge shows it) and is granted it
+// when s1 unlocks; then s2's lease is revoked, so its grant and session are
+// lost.
+func scriptMutex(t *testing.T, ctx context.Context, cli *clientv3.Client, reg *prometheus.Registry, name string, s1, s2 *etcdlock.Session) {
+	t.Helper()
 	l, err := etcdlock.NewMutex(s1, name).Lock(ctx) // granted
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +146,12 @@ func TestScriptedSequence(t *testing.T) {
 	}
 	<-wctx.Done()
 	<-s2.Done()
-	// Election: gain and resign.
+}
+
+// scriptElection: s1 gains leadership of svc (the leader gauge shows it)
+// and resigns.
+func scriptElection(t *testing.T, ctx context.Context, reg *prometheus.Registry, s1 *etcdlock.Session) {
+	t.Helper()
 	lead, err := etcdlock.NewElection(s1, "svc").Campaign(ctx, "v")
 	if err != nil {
 		t.Fatal(err)
@@ -119,14 +162,11 @@ func TestScriptedSequence(t *testing.T) {
 	if err := lead.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v0 := s1.ValidUntil()
-	await(t, "a keepalive", func() bool { return s1.ValidUntil().After(v0) })
-	await(t, "the releases to be counted", func() bool {
-		return testutil.ToFloat64(mustVec(t, reg, "etcdlock_held", "mutex", name)) == 0 &&
-			testutil.ToFloat64(mustVec(t, reg, "etcdlock_leader", "svc")) == 0
-	})
+}
 
-	want := `
+// scriptedWant is what TestScriptedSequence's registry holds at its end,
+// but for the histograms.
+const scriptedWant = `
 # HELP etcdlock_acquisitions_total Lock, Acquire, RLock, Campaign and Try calls by result.
 # TYPE etcdlock_acquisitions_total counter
 etcdlock_acquisitions_total{kind="election",name="svc",result="granted"} 1
@@ -155,19 +195,6 @@ etcdlock_sessions_ended_total{reason="lease_gone"} 1
 # TYPE etcdlock_waiters gauge
 etcdlock_waiters{kind="mutex",name="jobs/nightly"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"etcdlock_acquisitions_total", "etcdlock_grants_lost_total", "etcdlock_held", "etcdlock_leader",
-		"etcdlock_leadership_transitions_total", "etcdlock_sessions_ended_total", "etcdlock_waiters"); err != nil {
-		t.Fatal(err)
-	}
-	// Histograms: 3 grants waited, 3 grants ended, keepalives acknowledged.
-	if n := testutil.CollectAndCount(reg, "etcdlock_wait_seconds"); n != 2 {
-		t.Fatalf("wait_seconds series: %d", n)
-	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(""), "etcdlock_keepalive_rtt_seconds"); err == nil {
-		t.Fatal("no keepalive round trips recorded")
-	}
-}
 
 func mustVec(t *testing.T, reg *prometheus.Registry, metric string, labels ...string) prometheus.Collector {
 	t.Helper()

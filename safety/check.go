@@ -2,7 +2,6 @@ package safety
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -187,142 +186,18 @@ func Check(h *History, opts Options) *Report {
 	return r
 }
 
-// modelInput is the input of one porcupine operation.
-type modelInput struct {
-	read    bool    // a read that returned value; else an increment from value
-	value   int64   // what was read
-	outcome Outcome // of the increment's write
-	token   etcdlock.Token
-}
-
-// Model is the porcupine model of the counter: its state is the value, a
-// read must return it, an acknowledged increment from v needs the value to
-// be v and makes it v+1, and an increment of unknown outcome from v may
-// have made v into v+1 or done nothing.
-func Model() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Init: func() []any { return []any{int64(0)} },
-		Step: func(state, input, _ any) []any {
-			s, in := state.(int64), input.(modelInput)
-			switch {
-			case in.read:
-				if s == in.value {
-					return []any{s}
-				}
-				return nil
-			case in.outcome == Acked:
-				if s == in.value {
-					return []any{s + 1}
-				}
-				return nil
-			default: // Unknown
-				if s == in.value {
-					return []any{s, s + 1}
-				}
-				return []any{s}
-			}
-		},
-		Hash: func(state any) uint64 { return uint64(state.(int64)) },
-		DescribeOperation: func(input, _ any) string {
-			in := input.(modelInput)
-			switch {
-			case in.read && in.token == 0:
-				return fmt.Sprintf("final read() -> %d", in.value)
-			case in.read:
-				return fmt.Sprintf("read() -> %d [token %d, write refused or not sent]", in.value, in.token)
-			case in.outcome == Acked:
-				return fmt.Sprintf("incr(%d -> %d) ok [token %d]", in.value, in.value+1, in.token)
-			}
-			return fmt.Sprintf("incr(%d -> %d) ? [token %d]", in.value, in.value+1, in.token)
-		},
-		DescribeState: func(state any) string { return fmt.Sprint(state.(int64)) },
-		DescribeOperationMetadata: func(info any) string {
-			if s, ok := info.(string); ok {
-				return s
-			}
-			return ""
-		},
-	}
-	return nm.ToModel()
-}
-
-// Operations converts h to porcupine operations: an acknowledged increment
-// spans its read's call to its write's return; a write of unknown outcome
-// never returns (math.MaxInt64); an increment whose write was refused or not
-// sent is the read alone; the final read comes last.
-func Operations(h *History) []porcupine.Operation {
-	ops := make([]porcupine.Operation, 0, len(h.Ops)+1)
-	extra := 0
-	for _, o := range h.Ops {
-		in := modelInput{value: o.Value, outcome: o.Outcome, token: o.Token}
-		op := porcupine.Operation{ClientId: o.Client, Input: in, Call: o.ReadCall,
-			Metadata: fmt.Sprintf("client %d, token %d, %s", o.Client, o.Token, o.Outcome)}
-		switch o.Outcome {
-		case Acked:
-			op.Return = o.WriteReturn
-		case Unknown:
-			op.Return = math.MaxInt64
-		default:
-			in.read = true
-			op.Input = in
-			op.Return = o.ReadReturn
-		}
-		ops = append(ops, op)
-		extra = max(extra, o.Client+1)
-	}
-	ops = append(ops, porcupine.Operation{ClientId: extra, Input: modelInput{read: true, value: h.Final},
-		Call: h.FinalAt, Return: h.FinalAt, Metadata: "final read"})
-	// Give every never-returning operation a client of its own, so that
-	// the visualization does not draw a client's later operations inside it.
-	for i := range ops {
-		if ops[i].Return == math.MaxInt64 {
-			extra++
-			ops[i].ClientId = extra
-		}
-	}
-	return ops
-}
-
-// CheckLinearizable checks the increments of h with porcupine. When the
-// result is not Ok and opts.VisualizationPath is set, it writes the
-// visualization there and returns its path.
-func CheckLinearizable(h *History, opts Options) (porcupine.CheckResult, string, error) {
-	model := Model()
-	ops := Operations(h)
-	res, info := porcupine.CheckOperationsVerbose(model, ops, opts.Timeout)
-	if res == porcupine.Ok || opts.VisualizationPath == "" {
-		return res, "", nil
-	}
-	if err := porcupine.VisualizePath(model, info, opts.VisualizationPath); err != nil {
-		return res, "", err
-	}
-	return res, opts.VisualizationPath, nil
-}
-
 // CheckIncrements checks that no acknowledged increment was lost or
 // applied twice (see Increments) and returns what it found.
 func CheckIncrements(h *History) []string {
 	var v violations
-	byBase := map[int64][]Op{}
-	acked, unknown := 0, 0
-	unknownBase := map[int64]bool{}
-	for _, o := range h.Ops {
-		switch o.Outcome {
-		case Acked:
-			acked++
-			byBase[o.Value] = append(byBase[o.Value], o)
-		case Unknown:
-			unknown++
-			unknownBase[o.Value] = true
-		}
-	}
-	bases := make([]int64, 0, len(byBase))
-	for b := range byBase {
+	t := tallyIncrements(h)
+	bases := make([]int64, 0, len(t.byBase))
+	for b := range t.byBase {
 		bases = append(bases, b)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	for _, b := range bases {
-		os := byBase[b]
+		os := t.byBase[b]
 		if len(os) > 1 {
 			toks := make([]string, len(os))
 			for i, o := range os {
@@ -336,20 +211,7 @@ func CheckIncrements(h *History) []string {
 				b, b+1, os[0].Token, h.Final)
 		}
 	}
-	if h.Final < int64(acked) {
-		v.add("final value %d is below the %d acknowledged increments: increments were lost", h.Final, acked)
-	}
-	if h.Final > int64(acked+unknown) {
-		v.add("final value %d is above %d acknowledged + %d unknown increments: something was applied twice",
-			h.Final, acked, unknown)
-	}
-	if h.Final <= int64(acked+unknown) {
-		for b := int64(0); b < h.Final; b++ {
-			if len(byBase[b]) == 0 && !unknownBase[b] {
-				v.add("no increment read %d, yet the final value %d passed it", b, h.Final)
-			}
-		}
-	}
+	t.checkFinal(&v, h.Final)
 	for _, a := range h.Admissions {
 		if a.Write && a.Admitted && a.Value != a.Prev+1 {
 			v.add("admission %d: token %d wrote %d over %d (lost update at the resource)", a.Seq, a.Token, a.Value, a.Prev)
@@ -358,62 +220,110 @@ func CheckIncrements(h *History) []string {
 	return v.list()
 }
 
+// increments is a history's increments by outcome.
+type increments struct {
+	byBase      map[int64][]Op // acknowledged, by the value they read
+	acked       int
+	unknown     int
+	unknownBase map[int64]bool // values read by increments of unknown outcome
+}
+
+func tallyIncrements(h *History) increments {
+	t := increments{byBase: map[int64][]Op{}, unknownBase: map[int64]bool{}}
+	for _, o := range h.Ops {
+		switch o.Outcome {
+		case Acked:
+			t.acked++
+			t.byBase[o.Value] = append(t.byBase[o.Value], o)
+		case Unknown:
+			t.unknown++
+			t.unknownBase[o.Value] = true
+		}
+	}
+	return t
+}
+
+// checkFinal checks the final value against the increments.
+func (t increments) checkFinal(v *violations, final int64) {
+	if final < int64(t.acked) {
+		v.add("final value %d is below the %d acknowledged increments: increments were lost", final, t.acked)
+	}
+	if final > int64(t.acked+t.unknown) {
+		v.add("final value %d is above %d acknowledged + %d unknown increments: something was applied twice",
+			final, t.acked, t.unknown)
+		return
+	}
+	for b := int64(0); b < final; b++ {
+		if len(t.byBase[b]) == 0 && !t.unknownBase[b] {
+			v.add("no increment read %d, yet the final value %d passed it", b, final)
+		}
+	}
+}
+
 // CheckTokens checks the resource's admissions (see Tokens) and
 // returns what it found.
 func CheckTokens(h *History) []string {
-	var v violations
-	granted := map[etcdlock.Token]Grant{}
+	c := tokenCheck{granted: map[etcdlock.Token]Grant{}, seen: map[etcdlock.Token]bool{}}
 	for _, g := range h.Grants {
-		if old, ok := granted[g.Token]; !ok || g.At < old.At {
-			granted[g.Token] = g
+		if old, ok := c.granted[g.Token]; !ok || g.At < old.At {
+			c.granted[g.Token] = g
 		}
 	}
-	var q *queueState
 	if h.AdmissionsAtRevisions {
-		q = buildQueue(h)
+		c.q = buildQueue(h)
 	}
 	adm := append([]Admission(nil), h.Admissions...)
 	sort.SliceStable(adm, func(i, j int) bool { return adm[i].Seq < adm[j].Seq })
-	var highest etcdlock.Token
-	seen := map[etcdlock.Token]bool{}
 	for _, a := range adm {
-		if !a.Admitted {
-			continue
-		}
-		what := "read"
-		if a.Write {
-			what = "write"
-		}
-		if a.Shared {
-			// Shared reads hold at once and arrive in any order: Shared
-			// checks them against the writes.
-			what = "shared read"
-		} else if a.Token < highest {
-			v.add("stale %s admitted: token %d at %d after token %d had been admitted", what, a.Token, a.Seq, highest)
-		}
-		if !a.Shared {
-			highest = max(highest, a.Token)
-		}
-		g, ok := granted[a.Token]
-		if !ok {
-			v.add("%s admitted at %d with token %d, which no client reported granted", what, a.Seq, a.Token)
-		} else if !seen[a.Token] && a.At != 0 && a.At < g.At-int64(time.Millisecond) {
-			// A client stamps its grant right after Lock returns, so it
-			// may stamp it a little after it used it only if it used it
-			// first: allow for nothing but clock granularity.
-			v.add("token %d admitted at %d, %v before its grant was reported", a.Token, a.Seq, time.Duration(g.At-a.At))
-		}
-		seen[a.Token] = true
-		if q != nil && a.Write {
-			// The guard was evaluated on the state just before the write.
-			k := q.byCreate[int64(a.Token)]
-			if k == nil || !k.lowestAt(a.Seq-1) {
-				v.add("guarded write at revision %d with token %d, whose key was not the lowest live key at revision %d",
-					a.Seq, a.Token, a.Seq-1)
-			}
+		if a.Admitted {
+			c.admitted(a)
 		}
 	}
-	return v.list()
+	return c.v.list()
+}
+
+// tokenCheck is CheckTokens' state, as it walks the admissions in order.
+type tokenCheck struct {
+	v       violations
+	granted map[etcdlock.Token]Grant // the first report of each grant
+	q       *queueState              // nil unless admissions are at revisions
+	highest etcdlock.Token           // of exclusive admissions so far
+	seen    map[etcdlock.Token]bool  // tokens admitted so far
+}
+
+func (c *tokenCheck) admitted(a Admission) {
+	what := "read"
+	if a.Write {
+		what = "write"
+	}
+	if a.Shared {
+		// Shared reads hold at once and arrive in any order: Shared
+		// checks them against the writes.
+		what = "shared read"
+	} else {
+		if a.Token < c.highest {
+			c.v.add("stale %s admitted: token %d at %d after token %d had been admitted", what, a.Token, a.Seq, c.highest)
+		}
+		c.highest = max(c.highest, a.Token)
+	}
+	g, ok := c.granted[a.Token]
+	if !ok {
+		c.v.add("%s admitted at %d with token %d, which no client reported granted", what, a.Seq, a.Token)
+	} else if !c.seen[a.Token] && a.At != 0 && a.At < g.At-int64(time.Millisecond) {
+		// A client stamps its grant right after Lock returns, so it may
+		// stamp it a little after it used it only if it used it first:
+		// allow for nothing but clock granularity.
+		c.v.add("token %d admitted at %d, %v before its grant was reported", a.Token, a.Seq, time.Duration(g.At-a.At))
+	}
+	c.seen[a.Token] = true
+	if c.q != nil && a.Write {
+		// The guard was evaluated on the state just before the write.
+		k := c.q.byCreate[int64(a.Token)]
+		if k == nil || !k.lowestAt(a.Seq-1) {
+			c.v.add("guarded write at revision %d with token %d, whose key was not the lowest live key at revision %d",
+				a.Seq, a.Token, a.Seq-1)
+		}
+	}
 }
 
 // CheckShared checks the admissions of writes against those of shared

@@ -67,14 +67,14 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
 	flag.IntVar(&o.rounds, "rounds", 4, "rounds per cell; the contestants' order alternates between rounds")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "untimed run of every contestant before each cell's rounds (connections, caches, the members' database growth)")
-	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones")
+	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones, many")
 	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
 	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
 	flag.DurationVar(&o.hold, "hold", 60*time.Second, "scale: how long to hold them")
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "session TTL for the dead-client and scale scenarios")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results to this JSON file")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded servers) to this file")
-	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock); default all, e.g. to profile one alone")
+	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock, etcdlock-nobatch); default all, e.g. to profile one alone")
 	flag.StringVar(&o.workers, "workers", "", "comma list of worker counts for uncontended and hot, instead of 1,16,64,256 and 2,16,64")
 	flag.Parse()
 	if err := (&o).pick(); err != nil {
@@ -148,6 +148,8 @@ func run(o options) error {
 			rs = scale(ctx, c, o)
 		case "tombstones":
 			rs = tombstones(ctx, c, o)
+		case "many":
+			rs = many(ctx, c, o)
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
@@ -257,11 +259,21 @@ var contestants = []contestant{
 				}
 			}, nil
 	}},
-	{"etcdlock", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+	ours("etcdlock"),
+	ours("etcdlock-nobatch", etcdlock.WithoutBatching()),
+}
+
+// ours is our contestant, with opts on every session; it counts the batch
+// sizes of its writes in batchStatsOf[name].
+func ours(name string, opts ...etcdlock.SessionOption) contestant {
+	stats := &batchStats{sizes: map[int]int64{}}
+	batchStatsOf[name] = stats
+	opts = append(opts, etcdlock.WithObserver(stats))
+	return contestant{name, func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
 		var mu sync.Mutex
 		var sessions []*etcdlock.Session
 		return func(lock string, _ int) worker {
-				s, err := etcdlock.NewSession(ctx, cli)
+				s, err := etcdlock.NewSession(ctx, cli, opts...)
 				if err != nil {
 					return errWorker{err}
 				}
@@ -274,7 +286,54 @@ var contestants = []contestant{
 					_ = s.Close()
 				}
 			}, nil
-	}},
+	}}
+}
+
+// batchStatsOf holds each of our contestants' batch sizes.
+var batchStatsOf = map[string]*batchStats{}
+
+// batchStats is an Observer that counts the batch sizes of its sessions'
+// writes (etcdlock.Observer.Batched).
+type batchStats struct {
+	etcdlock.NopObserver
+	mu    sync.Mutex
+	sizes map[int]int64 // batch size -> writes answered in a batch of that size
+}
+
+func (b *batchStats) Batched(n int) {
+	b.mu.Lock()
+	b.sizes[n]++
+	b.mu.Unlock()
+}
+
+// take describes the sizes counted since the last take, and forgets them.
+func (b *batchStats) take() string {
+	b.mu.Lock()
+	sizes := b.sizes
+	b.sizes = map[int]int64{}
+	b.mu.Unlock()
+	var writes, commits float64
+	keys := make([]int, 0, len(sizes))
+	for n, w := range sizes {
+		writes += float64(w)
+		commits += float64(w) / float64(n)
+		keys = append(keys, n)
+	}
+	if writes == 0 {
+		return ""
+	}
+	sort.Ints(keys)
+	p := func(q float64) int { // the size that the q-th fraction of writes went in
+		var acc float64
+		for _, n := range keys {
+			acc += float64(sizes[n])
+			if acc >= q*writes {
+				return n
+			}
+		}
+		return keys[len(keys)-1]
+	}
+	return fmt.Sprintf("writes/commit: mean %.1f, p50 %d, p99 %d, max %d", writes/commits, p(.5), p(.99), keys[len(keys)-1])
 }
 
 // leaderLimit is limit with its Put and Delete sent straight to the etcd
@@ -360,6 +419,9 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 			}
 		}
 	}
+	for _, st := range batchStatsOf {
+		st.take() // not the warm-up's
+	}
 	per := o.duration / time.Duration(o.rounds)
 	for r := 0; r < o.rounds; r++ {
 		for k := range contestants {
@@ -378,8 +440,12 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 	}
 	var out []Result
 	for i, a := range accs {
-		out = append(out, Result{Scenario: scenario, Workers: n, Contestant: contestants[i].name, Grants: a.grants,
-			PerSecond: float64(a.grants) / a.took.Seconds(), P50ms: pct(a.lat, 50), P99ms: pct(a.lat, 99)})
+		r := Result{Scenario: scenario, Workers: n, Contestant: contestants[i].name, Grants: a.grants,
+			PerSecond: float64(a.grants) / a.took.Seconds(), P50ms: pct(a.lat, 50), P99ms: pct(a.lat, 99)}
+		if st := batchStatsOf[r.Contestant]; st != nil {
+			r.Note = st.take()
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -395,10 +461,6 @@ func runWorkers(ctx context.Context, c *embedtest.Cluster, ct contestant, n int,
 		return 0, 0, nil, err
 	}
 	defer closeFn()
-	var grants atomic.Int64
-	var mu sync.Mutex
-	var lat []time.Duration
-	var firstErr error
 	// Every worker (and its session) is made before the clock starts, and
 	// all start together: a session's setup is not part of a grant's cost.
 	workers := make([]worker, n)
@@ -409,6 +471,17 @@ func runWorkers(ctx context.Context, c *embedtest.Cluster, ct contestant, n int,
 		}
 		workers[i] = newWorker(lock, i)
 	}
+	return drive(ctx, workers, d)
+}
+
+// drive runs every worker's grant-and-release loop for d, all started
+// together, and returns the grants, the time taken, each grant's latency,
+// and the errors.
+func drive(ctx context.Context, workers []worker, d time.Duration) (int64, time.Duration, []time.Duration, error) {
+	var grants atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()

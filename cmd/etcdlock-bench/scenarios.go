@@ -400,3 +400,90 @@ func tombstones(ctx context.Context, c *embedtest.Cluster, o options) []Result {
 	}
 	return out
 }
+
+// Shape of the many scenario: a process with many workers on their own names
+// that share a few sessions and clients (a job scheduler locking item ids).
+const (
+	manyWorkers  = 1024
+	manySessions = 64
+	manyClients  = 4
+)
+
+// many runs manyWorkers workers on their own names, sharing manySessions
+// sessions on manyClients clients, with batching and without, alternating
+// over the rounds.
+func many(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+	modes := []struct {
+		name string
+		opts []etcdlock.SessionOption
+	}{{"etcdlock", nil}, {"etcdlock-nobatch", []etcdlock.SessionOption{etcdlock.WithoutBatching()}}}
+	type acc struct {
+		grants int64
+		took   time.Duration
+		lat    []time.Duration
+		stats  *batchStats
+	}
+	accs := make([]acc, len(modes))
+	per := o.duration / time.Duration(o.rounds)
+	for r := 0; r < o.rounds; r++ {
+		for k := range modes {
+			i := k
+			if r%2 == 1 {
+				i = len(modes) - 1 - k
+			}
+			if accs[i].stats == nil {
+				accs[i].stats = &batchStats{sizes: map[int]int64{}}
+			}
+			g, took, lat, err := manyRound(ctx, c, per, fmt.Sprintf("many-r%d", r), accs[i].stats, modes[i].opts...)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "many %s: %v\n", modes[i].name, err)
+			}
+			accs[i].grants += g
+			accs[i].took += took
+			accs[i].lat = append(accs[i].lat, lat...)
+		}
+	}
+	var out []Result
+	for i, a := range accs {
+		out = append(out, Result{Scenario: "many", Workers: manyWorkers, Contestant: modes[i].name, Grants: a.grants,
+			PerSecond: float64(a.grants) / a.took.Seconds(), P50ms: pct(a.lat, 50), P99ms: pct(a.lat, 99),
+			Note: fmt.Sprintf("%d sessions on %d clients; %s", manySessions, manyClients, a.stats.take())})
+	}
+	return out
+}
+
+func manyRound(ctx context.Context, c *embedtest.Cluster, d time.Duration, tag string, stats *batchStats, opts ...etcdlock.SessionOption) (int64, time.Duration, []time.Duration, error) {
+	clis := make([]*clientv3.Client, 0, manyClients)
+	defer func() {
+		for _, cli := range clis {
+			cli.Close()
+		}
+	}()
+	for range manyClients {
+		cli, err := c.Client()
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		clis = append(clis, cli)
+	}
+	sessions := make([]*etcdlock.Session, manySessions)
+	defer func() {
+		for _, s := range sessions {
+			if s != nil {
+				_ = s.Close()
+			}
+		}
+	}()
+	for i := range sessions {
+		s, err := etcdlock.NewSession(ctx, clis[i%len(clis)], append(opts, etcdlock.WithObserver(stats))...)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		sessions[i] = s
+	}
+	workers := make([]worker, manyWorkers)
+	for i := range workers {
+		workers[i] = &ourWorker{m: etcdlock.NewMutex(sessions[i%len(sessions)], fmt.Sprintf("bench/%s/%d", tag, i))}
+	}
+	return drive(ctx, workers, d)
+}

@@ -13,18 +13,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestAuth: on a cluster with authentication, the password comes from a
-// file, $ETCDCTL_PASSWORD, stdin or $ETCDCTL_USER=user:password; missing
-// or wrong credentials and names outside the user's role fail at once with
-// one line and exit 1 (the library would retry a denied write forever).
-func TestAuth(t *testing.T) {
+// startAlice starts a cluster of TestAuth's own with auth on (root's
+// password rootpw), where alice (password alicepw, also in pwFile) may use
+// only the names under team-a/; eps are the flags to reach it.
+func startAlice(t *testing.T) (eps []string, pwFile string) {
+	t.Helper()
 	// A cluster of its own: auth would disturb the other tests.
 	c := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithAuth("rootpw"))
 	cli, err := c.Client() // root
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
 	ctx := ctxFor(t, long)
 	prefix := etcdlock.NamespacePrefix("team-a/")
 	for _, step := range []func() error{
@@ -40,11 +40,19 @@ func TestAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pwFile := filepath.Join(t.TempDir(), "pw")
+	pwFile = filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pwFile, []byte("alicepw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eps := []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
+	return []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}, pwFile
+}
+
+// TestAuth: on a cluster with authentication, the password comes from a
+// file, $ETCDCTL_PASSWORD, stdin or $ETCDCTL_USER=user:password; missing
+// or wrong credentials and names outside the user's role fail at once with
+// one line and exit 1 (the library would retry a denied write forever).
+func TestAuth(t *testing.T) {
+	eps, pwFile := startAlice(t)
 	job := append([]string{"run", "team-a/job", "--"}, sh(`read line; echo "ran, then read: $line"`)...)
 
 	for _, tc := range []struct {

@@ -41,42 +41,50 @@ first; break refuses to run without --force.`,
 	return cmd
 }
 
+// brk deletes the keys of name's current holders.
 func (a *app) brk(name string) error {
-	cli, err := a.connect(context.Background())
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
-	defer cancel()
-	st, err := etcdlock.Describe(ctx, cli, name)
-	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
-	}
-	if st.Holder == nil {
-		return exitf(exitUsage, "%q has no holder: nothing to break", name)
-	}
-	broke := 0
-	for _, h := range st.Holders {
-		// A session reuses its key names: delete only this grant's generation
-		// of the key (its create revision is the token Describe reported).
-		resp, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(h.Key), "=", int64(h.Token))).
-			Then(clientv3.OpDelete(h.Key)).
-			Commit()
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		st, err := describeLock(ctx, cli, name)
 		if err != nil {
-			return exitf(exitUsage, "break %q: delete %s: %s", name, h.Key, errText(err))
+			return err
 		}
-		if !resp.Succeeded {
-			a.logf("the holder of %q with token %d released it meanwhile: nothing to break there", name, h.Token)
-			continue
+		if st.Holder == nil {
+			return exitf(exitUsage, "%q has no holder: nothing to break", name)
 		}
-		broke++
-		fmt.Fprintf(a.stdout, "broke %q: deleted key %s (token %d, lease %s, identity %q); the lease was left alone\n",
-			name, h.Key, h.Token, leaseHex(h.Lease), h.Identity)
+		broke := 0
+		for _, h := range st.Holders {
+			ok, err := a.breakHolder(ctx, cli, name, h)
+			if err != nil {
+				return err
+			}
+			if ok {
+				broke++
+			}
+		}
+		if broke == 0 {
+			return exitf(exitUsage, "%q: nothing was broken", name)
+		}
+		return nil
+	})
+}
+
+// breakHolder deletes h's key and says so; ok is false if h released it
+// meanwhile.
+func (a *app) breakHolder(ctx context.Context, cli *clientv3.Client, name string, h etcdlock.Entry) (ok bool, err error) {
+	// A session reuses its key names: delete only this grant's generation
+	// of the key (its create revision is the token Describe reported).
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.Key), "=", int64(h.Token))).
+		Then(clientv3.OpDelete(h.Key)).
+		Commit()
+	if err != nil {
+		return false, exitf(exitUsage, "break %q: delete %s: %s", name, h.Key, errText(err))
 	}
-	if broke == 0 {
-		return exitf(exitUsage, "%q: nothing was broken", name)
+	if !resp.Succeeded {
+		a.logf("the holder of %q with token %d released it meanwhile: nothing to break there", name, h.Token)
+		return false, nil
 	}
-	return nil
+	fmt.Fprintf(a.stdout, "broke %q: deleted key %s (token %d, lease %s, identity %q); the lease was left alone\n",
+		name, h.Key, h.Token, leaseHex(h.Lease), h.Identity)
+	return true, nil
 }

@@ -10,8 +10,12 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// TestBreak: break refuses without --force; with it, it removes the
+// holder's key (the holder learns, the next waiter gets the lock, the lease
+// is left alone); a free lock has nothing to break.
 func TestBreak(t *testing.T) {
 	cli := newClient(t)
 	name := uniqueName(t)
@@ -34,6 +38,19 @@ func TestBreak(t *testing.T) {
 	if !strings.Contains(out, l.Key()) || !strings.Contains(out, "stuck/1") || !strings.Contains(out, l.Token().String()) {
 		t.Errorf("break does not say what it broke: %q", out)
 	}
+	checkBroken(t, cli, name, s, l)
+
+	code, _, stderr = run(t, "break", uniqueName(t), "--force")
+	if code != exitUsage {
+		t.Errorf("break of a free lock: exit %d, want 1", code)
+	}
+	oneErrorLine(t, stderr, "nothing to break")
+}
+
+// checkBroken checks what follows break --force of l, held with s: l
+// learns it lost the lock, next/2 holds it, s's lease lives on.
+func checkBroken(t *testing.T, cli *clientv3.Client, name string, s *etcdlock.Session, l *etcdlock.Lock) {
+	t.Helper()
 	select {
 	case <-l.Context().Done():
 		if cause := context.Cause(l.Context()); !errors.Is(cause, etcdlock.ErrLockLost) {
@@ -51,10 +68,4 @@ func TestBreak(t *testing.T) {
 	if err != nil || resp.TTL <= 0 {
 		t.Errorf("broken holder's lease: TTL %v, %v; want it alive", resp, err)
 	}
-
-	code, _, stderr = run(t, "break", uniqueName(t), "--force")
-	if code != exitUsage {
-		t.Errorf("break of a free lock: exit %d, want 1", code)
-	}
-	oneErrorLine(t, stderr, "nothing to break")
 }

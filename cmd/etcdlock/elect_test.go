@@ -37,6 +37,22 @@ func nextLeader(t *testing.T, p *proc, what string, cond func(leaderJSON) bool) 
 	}
 }
 
+// electFirst starts elect of v1 by identity first, with no command, and
+// checks that it says it leads and that obs sees it lead.
+func electFirst(t *testing.T, obs *proc, name string) (*proc, leaderJSON) {
+	t.Helper()
+	first := start(t, "elect", name, "v1", "--identity", "first")
+	line := first.waitLine(`leader "v1"`)
+	if !strings.HasSuffix(line, "(this process)") || !strings.Contains(line, `identity="first"`) {
+		t.Errorf("elect printed %q", line)
+	}
+	v1 := nextLeader(t, obs, "v1", func(v leaderJSON) bool { return v.Value == "v1" })
+	if v1.Identity != "first" || v1.Token <= 0 || v1.Self {
+		t.Errorf("observed %+v", v1)
+	}
+	return first, v1
+}
+
 // TestElectAndObserve: observe follows the leaders of an election; elect
 // without a command holds leadership until interrupted; elect with a command
 // waits its turn, runs it while leading and resigns when it exits.
@@ -48,15 +64,7 @@ func TestElectAndObserve(t *testing.T) {
 	obs := start(t, "observe", name, "-o", "json")
 	nextLeader(t, obs, "no leader", func(v leaderJSON) bool { return !v.Leader })
 
-	first := start(t, "elect", name, "v1", "--identity", "first")
-	line := first.waitLine(`leader "v1"`)
-	if !strings.HasSuffix(line, "(this process)") || !strings.Contains(line, `identity="first"`) {
-		t.Errorf("elect printed %q", line)
-	}
-	v1 := nextLeader(t, obs, "v1", func(v leaderJSON) bool { return v.Value == "v1" })
-	if v1.Identity != "first" || v1.Token <= 0 || v1.Self {
-		t.Errorf("observed %+v", v1)
-	}
+	first, v1 := electFirst(t, obs, name)
 
 	second := startEnv(t, []string{"GATE=" + gate}, append([]string{"elect", name, "v2", "--identity", "second", "--"},
 		sh(`echo "leading $ETCDLOCK_VALUE $ETCDLOCK_TOKEN"; while [ ! -e "$GATE" ]; do sleep 0.02; done`)...)...)
@@ -66,7 +74,7 @@ func TestElectAndObserve(t *testing.T) {
 	if code, _ := first.wait(); code != 0 {
 		t.Fatalf("elect v1 exited %d; stderr: %s", code, first.stderr.String())
 	}
-	line = second.waitLine("leading")
+	line := second.waitLine("leading")
 	if f := strings.Fields(line); len(f) != 3 || f[1] != "v2" {
 		t.Errorf("the command printed %q", line)
 	}

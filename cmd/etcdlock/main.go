@@ -121,25 +121,6 @@ func main() {
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// exitError ends etcdlock with code, after printing msg (if any) as one line
-// "etcdlock: msg" on stderr.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-// exitf returns an exitError with a formatted message.
-func exitf(code int, format string, args ...any) error {
-	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
-}
-
-// usagef returns a usage error (exit 1) that points to cmd's help.
-func usagef(cmd *cobra.Command, format string, args ...any) error {
-	return exitf(exitUsage, "%s (see '%s --help')", fmt.Sprintf(format, args...), cmd.CommandPath())
-}
-
 // app holds what every subcommand shares.
 type app struct {
 	conn        connFlags

@@ -14,7 +14,24 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// turnsScript is TestRunTakesTurns's job: it appends "$1 start $TOKEN" to
+// $LOG, waits for its gate file $GATE.$1, and appends "$1 end".
+const turnsScript = `echo "$1 start $ETCDLOCK_TOKEN" >> "$LOG"
+while [ ! -e "$GATE.$1" ]; do sleep 0.02; done
+echo "$1 end" >> "$LOG"`
+
+// readLog returns the file log says, "" while there is none.
+func readLog(t *testing.T, log string) string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // TestRunTakesTurns: three runs of a script that appends to a file take
 // turns, never interleave, and are granted in the order they started.
@@ -23,40 +40,12 @@ func TestRunTakesTurns(t *testing.T) {
 	name := uniqueName(t)
 	dir := t.TempDir()
 	log, gate := filepath.Join(dir, "log"), filepath.Join(dir, "gate")
-	// Each job appends "start", waits for its gate file, appends "end".
-	script := `echo "$1 start $ETCDLOCK_TOKEN" >> "$LOG"
-while [ ! -e "$GATE.$1" ]; do sleep 0.02; done
-echo "$1 end" >> "$LOG"`
-	env := []string{"LOG=" + log, "GATE=" + gate}
-	readLog := func() string {
-		b, err := os.ReadFile(log)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-
-	var procs []*proc
-	for i, id := range []string{"A", "B", "C"} {
-		procs = append(procs, startEnv(t, env, append([]string{"run", name, "--identity", id, "--"}, sh(script, id)...)...))
-		if i == 0 {
-			deadline := time.Now().Add(long)
-			for !strings.Contains(readLog(), "A start") {
-				if time.Now().After(deadline) {
-					t.Fatalf("A never started; stderr: %s", procs[0].stderr.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			continue
-		}
-		// Start the next one only once this one waits, so the start order is known.
-		waitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == i })
-	}
+	procs := startTurns(t, cli, name, log, gate)
 	st := describe(t, cli, name)
 	if got := identities(st.Waiters); strings.Join(got, ",") != "B,C" {
 		t.Fatalf("waiters = %v, want [B C]", got)
 	}
-	if got := readLog(); strings.Contains(got, "B") || strings.Contains(got, "C") {
+	if got := readLog(t, log); strings.Contains(got, "B") || strings.Contains(got, "C") {
 		t.Fatalf("B or C ran while A held the lock:\n%s", got)
 	}
 	for _, id := range []string{"C", "B", "A"} { // A's gate last: B and C go on as soon as granted
@@ -69,14 +58,49 @@ echo "$1 end" >> "$LOG"`
 			t.Fatalf("run %d exited %d; stderr: %s", i, code, p.stderr.String())
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(readLog()), "\n")
+	checkTurns(t, readLog(t, log))
+	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+		t.Fatalf("keys left after all runs: %+v", st)
+	}
+}
+
+// startTurns starts turnsScript as A, B and C on name, logging to log with
+// gate files gate.ID, each once the one before holds (A: has logged its
+// start) or waits for name.
+func startTurns(t *testing.T, cli *clientv3.Client, name, log, gate string) []*proc {
+	t.Helper()
+	env := []string{"LOG=" + log, "GATE=" + gate}
+	var procs []*proc
+	for i, id := range []string{"A", "B", "C"} {
+		procs = append(procs, startEnv(t, env, append([]string{"run", name, "--identity", id, "--"}, sh(turnsScript, id)...)...))
+		if i == 0 {
+			deadline := time.Now().Add(long)
+			for !strings.Contains(readLog(t, log), "A start") {
+				if time.Now().After(deadline) {
+					t.Fatalf("A never started; stderr: %s", procs[0].stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			continue
+		}
+		// Start the next one only once this one waits, so the start order is known.
+		waitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == i })
+	}
+	return procs
+}
+
+// checkTurns checks the log of TestRunTakesTurns: A, B and C each started
+// and ended in turn, with increasing tokens.
+func checkTurns(t *testing.T, log string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(log), "\n")
 	re := regexp.MustCompile(`^([ABC]) (start (\d+)|end)$`)
 	var order []string
 	last := int64(0)
 	for _, l := range lines {
 		m := re.FindStringSubmatch(l)
 		if m == nil {
-			t.Fatalf("bad log line %q in:\n%s", l, readLog())
+			t.Fatalf("bad log line %q in:\n%s", l, log)
 		}
 		order = append(order, m[1]+" "+strings.Fields(m[2])[0])
 		if m[3] != "" {
@@ -89,9 +113,6 @@ echo "$1 end" >> "$LOG"`
 	}
 	if got, want := strings.Join(order, ","), "A start,A end,B start,B end,C start,C end"; got != want {
 		t.Fatalf("order = %s, want %s", got, want)
-	}
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
-		t.Fatalf("keys left after all runs: %+v", st)
 	}
 }
 

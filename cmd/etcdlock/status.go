@@ -35,34 +35,6 @@ lease, read in one linearizable request (plus one TimeToLive per lease).`,
 	return cmd
 }
 
-func (a *app) lsCmd() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "ls [PREFIX]",
-		Short: "List the locks that have a holder, with their waiter counts",
-		Long: `List every lock (and election) whose name starts with PREFIX and that has a
-holder, sorted by name, with its holder and its number of waiters.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef(cmd, "too many arguments: want at most PREFIX, got %d", len(args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output, "table", "json"); err != nil {
-				return err
-			}
-			prefix := ""
-			if len(args) == 1 {
-				prefix = args[0]
-			}
-			return a.ls(prefix, output)
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
-	return cmd
-}
-
 // entryJSON is one holder or waiter in status's and ls's JSON output.
 type entryJSON struct {
 	Key      string `json:"key"`
@@ -86,15 +58,6 @@ type statusJSON struct {
 	Waiters  []entryJSON `json:"waiters"`
 }
 
-// lsJSON is one element of ls's JSON output.
-type lsJSON struct {
-	Name        string     `json:"name"`
-	Kind        string     `json:"kind"`
-	Holder      *entryJSON `json:"holder"`
-	HolderCount int        `json:"holder_count"`
-	WaiterCount int        `json:"waiter_count"`
-}
-
 func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
 	j := entryJSON{Key: e.Key, Token: int64(e.Token), Lease: leaseHex(e.Lease), Identity: e.Identity,
 		Kind: e.Kind, Mode: e.Mode, Value: e.Value}
@@ -104,18 +67,37 @@ func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
 	return j
 }
 
+// status prints the holders and waiters of name.
 func (a *app) status(name, output string) error {
-	cli, err := a.connect(context.Background())
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
-	defer cancel()
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		st, err := describeLock(ctx, cli, name)
+		if err != nil {
+			return err
+		}
+		ttls, err := leaseTTLs(ctx, cli, name, st)
+		if err != nil {
+			return err
+		}
+		out := toStatusJSON(st, ttls)
+		if output == "json" {
+			return a.printJSON(out)
+		}
+		return a.printStatus(name, out)
+	})
+}
+
+// describeLock is etcdlock.Describe with etcdlock's error.
+func describeLock(ctx context.Context, cli *clientv3.Client, name string) (*etcdlock.LockState, error) {
 	st, err := etcdlock.Describe(ctx, cli, name)
 	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
+		return nil, exitf(exitUsage, "%s", libErr(err))
 	}
+	return st, nil
+}
+
+// leaseTTLs returns the time left on the lease of every holder and waiter
+// of st, in seconds, -1 for a lease that is gone.
+func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdlock.LockState) (map[clientv3.LeaseID]int64, error) {
 	ttls := map[clientv3.LeaseID]int64{}
 	for _, e := range append(append([]etcdlock.Entry(nil), st.Holders...), st.Waiters...) {
 		if _, ok := ttls[e.Lease]; ok {
@@ -126,12 +108,16 @@ func (a *app) status(name, output string) error {
 		case err != nil && isLeaseNotFound(err):
 			ttls[e.Lease] = -1
 		case err != nil:
-			return exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))
+			return nil, exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))
 		default:
 			ttls[e.Lease] = resp.TTL
 		}
 	}
+	return ttls, nil
+}
 
+// toStatusJSON is st with the leases' time left.
+func toStatusJSON(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64) statusJSON {
 	out := statusJSON{Name: st.Name, Revision: st.Revision, Holders: []entryJSON{}, Waiters: []entryJSON{}}
 	for _, e := range st.Holders {
 		out.Holders = append(out.Holders, toEntryJSON(e, ttls))
@@ -142,15 +128,17 @@ func (a *app) status(name, output string) error {
 	if len(out.Holders) > 0 {
 		out.Holder = &out.Holders[0]
 	}
-	if output == "json" {
-		return a.printJSON(out)
-	}
+	return out
+}
 
+// printStatus prints the status of name as a heading and a table, with
+// MODE and VALUE columns only if some entry has one.
+func (a *app) printStatus(name string, out statusJSON) error {
 	if out.Holder == nil {
-		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, st.Revision)
+		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, out.Revision)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, out.Holder.Kind, st.Revision,
+	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, out.Holder.Kind, out.Revision,
 		plural(len(out.Holders), "holder"), plural(len(out.Waiters), "waiter"))
 	all := append(append([]entryJSON(nil), out.Holders...), out.Waiters...)
 	withMode, withValue := false, false
@@ -168,56 +156,29 @@ func (a *app) status(name, output string) error {
 	}
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	for i, e := range all {
-		role := "holder"
-		if i >= len(out.Holders) {
-			role = "waiter"
-		}
-		ttl := "gone"
-		if e.LeaseTTLLeft != nil && *e.LeaseTTLLeft >= 0 {
-			ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
-		}
-		row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, e.Identity}
-		if withMode {
-			row = append(row, e.Mode)
-		}
-		if withValue {
-			row = append(row, fmt.Sprintf("%q", e.Value))
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		fmt.Fprintln(tw, strings.Join(statusRow(e, i < len(out.Holders), withMode, withValue), "\t"))
 	}
 	return tw.Flush()
 }
 
-func (a *app) ls(prefix, output string) error {
-	cli, err := a.connect(context.Background())
-	if err != nil {
-		return err
+// statusRow is e's row of status's table.
+func statusRow(e entryJSON, holder, withMode, withValue bool) []string {
+	role := "waiter"
+	if holder {
+		role = "holder"
 	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
-	defer cancel()
-	states, err := etcdlock.List(ctx, cli, prefix)
-	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
+	ttl := "gone"
+	if e.LeaseTTLLeft != nil && *e.LeaseTTLLeft >= 0 {
+		ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
 	}
-	out := []lsJSON{}
-	for _, st := range states {
-		if st.Holder == nil {
-			continue
-		}
-		h := toEntryJSON(*st.Holder, nil)
-		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Holder: &h,
-			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters)})
+	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, e.Identity}
+	if withMode {
+		row = append(row, e.Mode)
 	}
-	if output == "json" {
-		return a.printJSON(out)
+	if withValue {
+		row = append(row, fmt.Sprintf("%q", e.Value))
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tHOLDERS\tWAITERS")
-	for _, l := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", l.Name, l.Kind, l.Holder.Identity, l.Holder.Token, l.HolderCount, l.WaiterCount)
-	}
-	return tw.Flush()
+	return row
 }
 
 func (a *app) printJSON(v any) error {

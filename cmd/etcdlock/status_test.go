@@ -33,6 +33,19 @@ func queueUp(t *testing.T, cli *clientv3.Client, name string, ids ...string) {
 	}
 }
 
+// sameEntry checks that status's JSON entry g says what Describe's w does,
+// with a lease_ttl_left of 1..ttl seconds.
+func sameEntry(t *testing.T, what string, g entryJSON, w etcdlock.Entry, ttl int64) {
+	t.Helper()
+	if g.Key != w.Key || g.Token != int64(w.Token) || g.Lease != leaseHex(w.Lease) ||
+		g.Identity != w.Identity || g.Kind != w.Kind || g.Mode != w.Mode || g.Value != w.Value {
+		t.Errorf("%s = %+v, Describe says %+v", what, g, w)
+	}
+	if g.LeaseTTLLeft == nil || *g.LeaseTTLLeft <= 0 || *g.LeaseTTLLeft > ttl {
+		t.Errorf("%s: lease_ttl_left %v, want 1..%d", what, g.LeaseTTLLeft, ttl)
+	}
+}
+
 func TestStatusJSONMatchesDescribe(t *testing.T) {
 	cli := newClient(t)
 	name := uniqueName(t)
@@ -51,23 +64,13 @@ func TestStatusJSONMatchesDescribe(t *testing.T) {
 	if got.Name != want.Name || got.Revision <= 0 || got.Holder == nil {
 		t.Fatalf("status = %+v, want name %q, a revision and a holder", got, want.Name)
 	}
-	same := func(what string, g entryJSON, w etcdlock.Entry) {
-		t.Helper()
-		if g.Key != w.Key || g.Token != int64(w.Token) || g.Lease != leaseHex(w.Lease) ||
-			g.Identity != w.Identity || g.Kind != w.Kind || g.Mode != w.Mode || g.Value != w.Value {
-			t.Errorf("%s = %+v, Describe says %+v", what, g, w)
-		}
-		ttl := s.TTL().Milliseconds() / 1000
-		if g.LeaseTTLLeft == nil || *g.LeaseTTLLeft <= 0 || *g.LeaseTTLLeft > ttl {
-			t.Errorf("%s: lease_ttl_left %v, want 1..%d", what, g.LeaseTTLLeft, ttl)
-		}
-	}
-	same("holder", *got.Holder, *want.Holder)
+	ttl := s.TTL().Milliseconds() / 1000
+	sameEntry(t, "holder", *got.Holder, *want.Holder, ttl)
 	if len(got.Holders) != len(want.Holders) || len(got.Waiters) != len(want.Waiters) {
 		t.Fatalf("%d holders, %d waiters; Describe says %d, %d", len(got.Holders), len(got.Waiters), len(want.Holders), len(want.Waiters))
 	}
 	for i := range want.Waiters {
-		same("waiter", got.Waiters[i], want.Waiters[i])
+		sameEntry(t, "waiter", got.Waiters[i], want.Waiters[i], ttl)
 	}
 	if ids := []string{got.Waiters[0].Identity, got.Waiters[1].Identity}; ids[0] != "waiter/2" || ids[1] != "waiter/3" {
 		t.Errorf("waiters in order %v, want [waiter/2 waiter/3]", ids)
@@ -111,6 +114,19 @@ func TestLs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, stderr)
 	}
+	checkLsJSON(t, prefix, out)
+
+	code, out, stderr = run(t, "ls", prefix)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	checkLsTable(t, prefix, out)
+}
+
+// checkLsJSON checks ls -o json's out for TestLs: prefix+"a" held by
+// holder-a, prefix+"b" held by holder-b with two waiters, nothing else.
+func checkLsJSON(t *testing.T, prefix, out string) {
+	t.Helper()
 	var got []lsJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %s", err, out)
@@ -121,11 +137,11 @@ func TestLs(t *testing.T) {
 		got[0].HolderCount != 1 || got[0].Kind != "mutex" {
 		t.Errorf("ls = %s", out)
 	}
+}
 
-	code, out, stderr = run(t, "ls", prefix)
-	if code != 0 {
-		t.Fatalf("exit %d; stderr: %s", code, stderr)
-	}
+// checkLsTable checks ls's table for TestLs: a header, then the two names.
+func checkLsTable(t *testing.T, prefix, out string) {
+	t.Helper()
 	t.Logf("\n%s", out)
 	lines := strings.Split(out, "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") ||

@@ -2,15 +2,13 @@ package etcdlock
 
 // This file holds the keeper: one keepalive stream per client, shared by all
 // of the client's sessions and pinned to the etcd leader's endpoint
-// (DESIGN.md, "Scale: keepalives go to the leader"). While the stream runs on
-// the leader's connection, the keeper also lends that connection to the
-// queue's writes, hand-off reads and predecessor watches (leaderConn).
+// (DESIGN.md, "Keepalives go to the leader"). The connection it runs
+// on, and lends to the queue, is in leaderconn.go.
 
 import (
 	"container/heap"
 	"context"
 	"errors"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +16,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 )
 
 const (
@@ -38,9 +35,30 @@ var (
 	errUnanswered  = errors.New("etcdlock: keepalive endpoint failed two status checks")
 )
 
+// kept is what the keeper needs of a session (*Session): it owns the
+// validity clock the keepalives feed, and ends itself.
+type kept interface {
+	Lease() clientv3.LeaseID
+	TTL() time.Duration
+	// recordSend notes a keepalive sent at now; false once the session
+	// ended (send nothing).
+	recordSend(now time.Time) bool
+	// onAck takes an acknowledgement with the granted TTL; it returns when
+	// the next keepalive is due, false once the session ended.
+	onAck(ttl int64) (next time.Time, ok bool)
+	// resetInflight forgets the keepalives sent on a stream that ended.
+	resetInflight()
+	// checkExpiry ends the session if its validity ran out (the wall-clock
+	// sweep, for a clock that jumped).
+	checkExpiry()
+	// expire ends the session (see Session.expire).
+	expire(cause error, reason string)
+}
+
 type keeperKey struct {
-	cli    *clientv3.Client
-	pinned bool
+	cli      *clientv3.Client
+	pinned   bool
+	batching bool
 }
 
 // keepers holds the running keepers, one per client and pinning mode.
@@ -63,13 +81,16 @@ type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
+	// batch is the client's group commit; nil without batching.
+	batch *batcher
+
 	// leader is the connection the current stream runs on while that
 	// connection reaches the leader; nil otherwise (see borrowLeader).
 	leader atomic.Pointer[leaderConn]
 
 	mu       sync.Mutex
-	sessions map[clientv3.LeaseID]*Session
-	seq      map[*Session]uint64
+	sessions map[clientv3.LeaseID]kept
+	seq      map[kept]uint64
 	sched    schedHeap
 	stopped  bool
 	kick     chan struct{}
@@ -80,10 +101,10 @@ type keeper struct {
 	minTTL       time.Duration
 }
 
-func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
+func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger) *keeper {
 	keepers.Lock()
 	defer keepers.Unlock()
-	key := keeperKey{cli, pinned}
+	key := keeperKey{cli, pinned, batching}
 	if k := keepers.m[key]; k != nil {
 		k.refs++
 		return k
@@ -92,9 +113,12 @@ func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
 	k := &keeper{
 		key: key, cli: cli, log: log, refs: 1,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		sessions: map[clientv3.LeaseID]*Session{},
-		seq:      map[*Session]uint64{},
+		sessions: map[clientv3.LeaseID]kept{},
+		seq:      map[kept]uint64{},
 		kick:     make(chan struct{}, 1),
+	}
+	if batching {
+		k.batch = newBatcher(k)
 	}
 	keepers.m[key] = k
 	go k.run()
@@ -103,15 +127,15 @@ func acquireKeeper(cli *clientv3.Client, pinned bool, log *zap.Logger) *keeper {
 
 // add registers s with its first keepalive due at due; false if the keeper
 // already stopped (its client closed).
-func (k *keeper) add(s *Session, due time.Time) bool {
+func (k *keeper) add(s kept, due time.Time) bool {
 	k.mu.Lock()
 	if k.stopped {
 		k.mu.Unlock()
 		return false
 	}
-	k.sessions[s.lease] = s
-	if k.minTTL == 0 || s.ttl < k.minTTL {
-		k.minTTL = s.ttl
+	k.sessions[s.Lease()] = s
+	if k.minTTL == 0 || s.TTL() < k.minTTL {
+		k.minTTL = s.TTL()
 	}
 	k.pushLocked(s, due)
 	k.mu.Unlock()
@@ -121,9 +145,9 @@ func (k *keeper) add(s *Session, due time.Time) bool {
 
 // remove unregisters s and drops the keeper's reference; the last reference
 // stops the keeper (without waiting: see waitStopped).
-func (k *keeper) remove(s *Session) {
+func (k *keeper) remove(s kept) {
 	k.mu.Lock()
-	delete(k.sessions, s.lease)
+	delete(k.sessions, s.Lease())
 	delete(k.seq, s)
 	k.mu.Unlock()
 
@@ -153,14 +177,14 @@ func (k *keeper) wake() {
 	}
 }
 
-func (k *keeper) pushLocked(s *Session, due time.Time) {
+func (k *keeper) pushLocked(s kept, due time.Time) {
 	k.seq[s]++
 	heap.Push(&k.sched, schedEntry{due: due, s: s, seq: k.seq[s]})
 }
 
-func (k *keeper) push(s *Session, due time.Time) {
+func (k *keeper) push(s kept, due time.Time) {
 	k.mu.Lock()
-	if _, ok := k.sessions[s.lease]; ok {
+	if _, ok := k.sessions[s.Lease()]; ok {
 		k.pushLocked(s, due)
 	}
 	k.mu.Unlock()
@@ -168,7 +192,7 @@ func (k *keeper) push(s *Session, due time.Time) {
 }
 
 // popDue returns the sessions whose keepalive is due and when the next one is.
-func (k *keeper) popDue(now time.Time) (due []*Session, next time.Time) {
+func (k *keeper) popDue(now time.Time) (due []kept, next time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for k.sched.Len() > 0 {
@@ -185,10 +209,10 @@ func (k *keeper) popDue(now time.Time) (due []*Session, next time.Time) {
 	return due, now.Add(time.Hour)
 }
 
-func (k *keeper) snapshot() []*Session {
+func (k *keeper) snapshot() []kept {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make([]*Session, 0, len(k.sessions))
+	out := make([]kept, 0, len(k.sessions))
 	for _, s := range k.sessions {
 		out = append(out, s)
 	}
@@ -197,7 +221,16 @@ func (k *keeper) snapshot() []*Session {
 
 func (k *keeper) run() {
 	defer close(k.done)
-	backoff := reconnectFloor
+	if k.batch != nil {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.batch.run(k.ctx)
+		}()
+		defer wg.Wait()
+	}
+	b := newBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
 		conn, ep, owned := k.connect()
 		start := time.Now()
@@ -211,12 +244,11 @@ func (k *keeper) run() {
 		}
 		k.log.Debug("keepalive stream ended", zap.String("endpoint", ep), zap.Error(err))
 		if time.Since(start) > 5*time.Second {
-			backoff = reconnectFloor
+			b.reset()
 		}
-		if !sleepCtx(k.ctx, jitter(backoff)) {
+		if !b.wait(k.ctx) {
 			break
 		}
-		backoff = min(2*backoff, reconnectCeil)
 	}
 	k.mu.Lock()
 	k.stopped = true
@@ -226,154 +258,6 @@ func (k *keeper) run() {
 			s.expire(ErrSessionExpired, ReasonClientClosed)
 		}
 	}
-}
-
-// connect returns the connection for the next stream: with pinning, a
-// connection to the client's own endpoint that reaches the leader (so the
-// keepalives cross the same network path, credentials and dial options as
-// the data), else (or while no leader is known) the client's balanced one.
-func (k *keeper) connect() (conn *grpc.ClientConn, ep string, owned bool) {
-	if k.key.pinned {
-		if ep = k.leaderEndpoint(); ep != "" {
-			c, err := k.cli.Dial(ep)
-			if err == nil {
-				return c, ep, true
-			}
-			k.log.Debug("dial leader endpoint", zap.String("endpoint", ep), zap.Error(err))
-		}
-	}
-	return k.cli.ActiveConnection(), "", false
-}
-
-// leaderEndpoint asks every endpoint of the client for its status and
-// returns the one whose member is the leader most members report, "" if none.
-func (k *keeper) leaderEndpoint() string {
-	eps := k.cli.Endpoints()
-	type answer struct {
-		ep             string
-		member, leader uint64
-	}
-	answers := make(chan answer, len(eps))
-	var wg sync.WaitGroup
-	for _, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
-			defer cancel()
-			resp, err := k.cli.Status(ctx, ep)
-			if err != nil {
-				return
-			}
-			answers <- answer{ep, resp.Header.MemberId, resp.Leader}
-		}()
-	}
-	wg.Wait()
-	close(answers)
-	votes := map[uint64]int{}
-	byMember := map[uint64]string{}
-	for a := range answers {
-		byMember[a.member] = a.ep
-		if a.leader != 0 {
-			votes[a.leader]++
-		}
-	}
-	var best uint64
-	for id, n := range votes {
-		if n > votes[best] {
-			best = id
-		}
-	}
-	return byMember[best]
-}
-
-// leaderConn is a connection the keeper dialed, and (kv != nil) lends to
-// requests while it reaches the leader. It is closed once it is retired and
-// no request that borrowed it is in flight, so a stream that ends (the leader
-// moved, the last session left) never cuts a request short.
-type leaderConn struct {
-	conn    *grpc.ClientConn
-	kv      clientv3.KV
-	watcher clientv3.Watcher
-
-	mu      sync.Mutex
-	users   int
-	retired bool
-}
-
-// borrow lends the connection; giveBack is to be called when the request is
-// done. ok is false once the connection is retired.
-func (c *leaderConn) borrow() (ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.retired {
-		return false
-	}
-	c.users++
-	return true
-}
-
-func (c *leaderConn) giveBack() {
-	c.mu.Lock()
-	c.users--
-	last := c.retired && c.users == 0
-	c.mu.Unlock()
-	if last {
-		c.close()
-	}
-}
-
-// retire closes the connection's watcher at once and the connection now if
-// nobody borrowed it, else when the last borrower is done. Watches are not
-// borrowed: one on a connection to a dead member would never end (a
-// single-endpoint connection redials that member forever), so retiring ends
-// them and their waiters re-open them, from the last revision seen + 1, on
-// the keeper's next connection or the client's balanced one. A borrowed
-// request is bounded by its attempt timeout.
-func (c *leaderConn) retire() {
-	c.mu.Lock()
-	c.retired = true
-	idle := c.users == 0
-	c.mu.Unlock()
-	if c.watcher != nil {
-		_ = c.watcher.Close()
-	}
-	if idle {
-		c.close()
-	}
-}
-
-func (c *leaderConn) close() { _ = c.conn.Close() }
-
-var (
-	plainKVType      = reflect.TypeOf(clientv3.NewKVFromKVClient(nil, nil))
-	plainWatcherType = reflect.TypeOf(clientv3.NewWatchFromWatchClient(nil, nil))
-)
-
-// plainClient reports whether cli.KV and cli.Watcher are the client's own,
-// not wrappers such as a namespace (which requests on another connection
-// would bypass).
-func plainClient(cli *clientv3.Client) bool {
-	return cli.KV != nil && reflect.TypeOf(cli.KV) == plainKVType &&
-		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
-}
-
-// borrowLeader lends the connection to the etcd leader (the borrower calls
-// its giveBack when the request is done; watches are not borrowed, see
-// leaderConn.retire), or returns nil when the keeper knows no leader
-// connection right now. A write sent to a follower is forwarded to the leader
-// and answered only after the follower applies it too; sent to the leader it
-// saves that hop (a free lock's grant and a release cost one round trip to
-// the leader). The leader applies a write before the followers learn it is
-// committed, so a predecessor watch on the leader wakes its waiter first, and
-// the hand-off read there does not find the member behind the revision. A
-// connection stays open while lent; when its member fails, requests fail like
-// any request of unknown outcome and are retried on the balanced connection.
-func (k *keeper) borrowLeader() *leaderConn {
-	if c := k.leader.Load(); c != nil && c.borrow() {
-		return c
-	}
-	return nil
 }
 
 // serve runs one keepalive stream on conn until it fails, stalls, its
@@ -424,7 +308,12 @@ func (k *keeper) serve(lc *leaderConn, ep string) error {
 		defer wg.Done()
 		recvErr <- k.recvLoop(stream)
 	}()
+	return k.sendLoop(sctx, stream, recvErr)
+}
 
+// sendLoop sends each session's keepalive when it is due, until a send or
+// the receiving side fails or the stream's context ends.
+func (k *keeper) sendLoop(sctx context.Context, stream pb.Lease_LeaseKeepAliveClient, recvErr <-chan error) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -440,10 +329,10 @@ func (k *keeper) serve(lc *leaderConn, ep string) error {
 			}
 			k.outstanding++
 			k.mu.Unlock()
-			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.lease)}); err != nil {
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(s.Lease())}); err != nil {
 				return streamErr(sctx, err)
 			}
-			k.push(s, now.Add(max(s.ttl/10, 100*time.Millisecond)))
+			k.push(s, now.Add(max(s.TTL()/10, 100*time.Millisecond)))
 		}
 		timer.Reset(time.Until(next))
 		select {
@@ -495,51 +384,6 @@ func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, op
 	}
 }
 
-// followLeader ends the stream when it should move: its endpoint is no
-// longer the leader (errLeaderMoved), fails two status checks in a row
-// (errUnanswered), or (the fallback while pinning) a leader is known again
-// (errLeaderFound).
-func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, ep string) {
-	if !k.key.pinned {
-		return
-	}
-	tick := time.NewTicker(leaderCheck)
-	defer tick.Stop()
-	failures := 0
-	for {
-		select {
-		case <-sctx.Done():
-			return
-		case <-tick.C:
-		}
-		if ep == "" {
-			if k.leaderEndpoint() != "" {
-				stop(errLeaderFound)
-				return
-			}
-			continue
-		}
-		ctx, cancel := context.WithTimeout(sctx, statusTimeout)
-		resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
-		cancel()
-		switch {
-		case err == nil && resp.Leader != resp.Header.MemberId:
-			stop(errLeaderMoved)
-			return
-		case err == nil:
-			failures = 0
-		case sctx.Err() == nil:
-			// The member does not answer: its connection is lent to the
-			// queue's requests too, so do not wait for the stall watchdog
-			// (which needs a keepalive in flight).
-			if failures++; failures >= 2 {
-				stop(errUnanswered)
-				return
-			}
-		}
-	}
-}
-
 // stallLimit is how long requests may go unanswered (or a stream take to
 // open) before the stream is replaced: a fifth of the shortest TTL, at least
 // 500ms.
@@ -585,7 +429,7 @@ func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
 
 type schedEntry struct {
 	due time.Time
-	s   *Session
+	s   kept
 	seq uint64
 }
 

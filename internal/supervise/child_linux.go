@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package supervise
 
 import (
 	"os/exec"
@@ -15,7 +15,7 @@ import (
 // Linux sends the parent-death signal when the thread that started the child
 // exits, not when the process does, and the Go runtime may end idle threads.
 // So cmd is started from a goroutine locked to its OS thread, and that
-// goroutine stays (locked) in cmd.Wait until the child is gone. If etcdlock
+// goroutine stays (locked) in cmd.Wait until the child is gone. If this process
 // dies, even of SIGKILL, the child gets SIGKILL. Grandchildren are not
 // covered.
 func startChild(cmd *exec.Cmd) (<-chan error, error) {

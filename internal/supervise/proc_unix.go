@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package supervise
 
 import (
 	"fmt"
@@ -8,9 +8,12 @@ import (
 	"syscall"
 )
 
-// forwardedSignals are the signals etcdlock forwards to the command's
-// process group (and that end a wait for a lock).
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// ForwardedSignals returns the signals a supervisor forwards to the child's
+// process group (and that end a wait for a lock): SIGINT, SIGTERM, SIGHUP
+// and SIGQUIT. It returns a new slice on each call, so callers may keep it.
+func ForwardedSignals() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+}
 
 // groupAttr puts the child in a process group of its own.
 func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
@@ -18,11 +21,13 @@ func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 // signalGroup sends sig to the process group led by pid.
 func signalGroup(pid int, sig syscall.Signal) error { return syscall.Kill(-pid, sig) }
 
-// exitStatus returns the exit code etcdlock passes on for a child that
-// ended with ps (128+N for signal N) and how it ended, in words.
-func exitStatus(ps *os.ProcessState) (code int, how string) {
+// ExitStatus returns the exit code to pass on for a child that ended with
+// ps (128+N for signal N) and how it ended, in words ("exited with status
+// 3", "was killed by SIGKILL"). It cannot fail and is safe for concurrent
+// use.
+func ExitStatus(ps *os.ProcessState) (code int, how string) {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), "was killed by " + signalName(ws.Signal())
+		return 128 + int(ws.Signal()), "was killed by " + SignalName(ws.Signal())
 	}
 	code = ps.ExitCode()
 	return code, fmt.Sprintf("exited with status %d", code)
@@ -36,8 +41,9 @@ var signalNames = map[syscall.Signal]string{
 	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
 }
 
-// signalName returns "SIGTERM" and the like.
-func signalName(sig os.Signal) string {
+// SignalName returns "SIGTERM" and the like, or "signal N (description)"
+// for a signal without a short name. It is safe for concurrent use.
+func SignalName(sig os.Signal) string {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return sig.String()
@@ -46,12 +52,4 @@ func signalName(sig os.Signal) string {
 		return name
 	}
 	return fmt.Sprintf("signal %d (%v)", int(s), s)
-}
-
-// signalCode is the exit code for "interrupted by sig": 128+N.
-func signalCode(sig os.Signal) int {
-	if s, ok := sig.(syscall.Signal); ok {
-		return 128 + int(s)
-	}
-	return 128
 }

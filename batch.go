@@ -1,0 +1,319 @@
+package etcdlock
+
+// This file holds group commit: a client's batcher sends the queue's writes
+// of all the client's sessions as nested Txns of one outer Txn, so many
+// grants, releases and touches share one etcd commit (DESIGN.md, "Group
+// commit"). Batching is natural: with nothing in flight a write leaves at
+// once, from its caller's goroutine; while a batch is in flight, new writes
+// wait and leave together when it returns.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+)
+
+// Limits of one batch until the server refuses one (see shrink). etcd's
+// defaults are 128 operations per Txn level (--max-txn-ops), where a nested
+// Txn may use only what its parent leaves (our writes need at most 3), and
+// a 1.5 MiB request.
+const (
+	batchOps   = 120
+	batchBytes = 1 << 20
+)
+
+// txnOp is one write of the queue: a Txn on the keys of one queue (dir).
+type txnOp struct {
+	dir   string
+	cmps  []clientv3.Cmp
+	thens []clientv3.Op
+	elses []clientv3.Op
+}
+
+// size estimates the bytes op adds to a request.
+func (op txnOp) size() int {
+	n := 0
+	for _, c := range op.cmps {
+		n += len(c.KeyBytes()) + 24
+	}
+	for _, ops := range [][]clientv3.Op{op.thens, op.elses} {
+		for _, o := range ops {
+			n += len(o.KeyBytes()) + len(o.RangeBytes()) + len(o.ValueBytes()) + 24
+		}
+	}
+	return n
+}
+
+// commit sends op: on a first attempt through the client's batcher (when
+// the session batches), else as a Txn of its own, over the leader's
+// connection unless retry (see attempt).
+func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+	if b := s.keeper.batch; b != nil && !retry {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		if resp, err := b.do(actx, s.observer(), op); !errors.Is(err, errBatcherStopped) {
+			return resp, err
+		}
+	}
+	actx, kv, done := s.attempt(ctx, retry)
+	defer done()
+	resp, err := kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	s.observer().Batched(1)
+	return resp, err
+}
+
+// errBatcherStopped: the batcher stopped before the write was sent.
+var errBatcherStopped = errors.New("etcdlock: batcher stopped")
+
+// batcher is the group commit of one keeper's client. Its goroutine (run)
+// is owned by the keeper. It is safe for concurrent use.
+type batcher struct {
+	k *keeper // for the leader's connection
+
+	mu       sync.Mutex
+	pending  []*batchCall // not yet sent, oldest first
+	busy     bool         // a batch is in flight
+	stopped  bool
+	maxOps   int // writes per batch; shrinks when the server refuses
+	maxBytes int // request size; shrinks when the server refuses
+	kick     chan struct{}
+
+	// beforeSend, when set (by tests only), is called with each batch
+	// before it is sent.
+	beforeSend atomic.Pointer[func([]*batchCall)]
+}
+
+// batchCall is one write waiting for its answer.
+type batchCall struct {
+	op   txnOp
+	obs  Observer // the writing session's
+	size int
+	sent bool // taken into a batch (guarded by batcher.mu)
+	done chan struct{}
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+func newBatcher(k *keeper) *batcher {
+	return &batcher{k: k, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
+}
+
+// do sends op and returns its answer: at once, from this goroutine, when no
+// batch is in flight; else in the next batch. When ctx ends before op was
+// sent, it is never sent (ctx's error); after, its outcome is unknown. It
+// returns errBatcherStopped, without sending, once the batcher stopped.
+func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.TxnResponse, error) {
+	c := &batchCall{op: op, obs: obs, size: op.size(), done: make(chan struct{})}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return nil, errBatcherStopped
+	}
+	if !b.busy && len(b.pending) == 0 {
+		b.busy, c.sent = true, true
+		b.mu.Unlock()
+		b.send(ctx, []*batchCall{c})
+		b.idle()
+		return c.resp, c.err
+	}
+	b.pending = append(b.pending, c)
+	b.mu.Unlock()
+	b.wake()
+	select {
+	case <-c.done:
+		return c.resp, c.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-c.done: // answered meanwhile
+		return c.resp, c.err
+	default:
+	}
+	if !c.sent {
+		for i, p := range b.pending {
+			if p == c {
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil, ctx.Err()
+}
+
+// run sends batches until ctx ends; then the writes not sent are answered
+// errBatcherStopped (their callers send them themselves).
+func (b *batcher) run(ctx context.Context) {
+	for {
+		select {
+		case <-b.kick:
+		case <-ctx.Done():
+			b.mu.Lock()
+			b.stopped = true
+			rest := b.pending
+			b.pending = nil
+			b.mu.Unlock()
+			for _, c := range rest {
+				c.answer(nil, errBatcherStopped, 0)
+			}
+			return
+		}
+		for batch := b.take(); len(batch) > 0; batch = b.take() {
+			b.send(ctx, batch)
+			b.idle()
+		}
+	}
+}
+
+// idle ends the batch in flight, and wakes run for the writes that came
+// meanwhile.
+func (b *batcher) idle() {
+	b.mu.Lock()
+	b.busy = false
+	more := len(b.pending) > 0
+	b.mu.Unlock()
+	if more {
+		b.wake()
+	}
+}
+
+func (b *batcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the next batch, unless one is in flight: the oldest pending
+// writes, at most maxOps of them within maxBytes, never two of one queue. All keys created in one Txn
+// share its revision, so two grants of one name would carry equal tokens and
+// tie in the queue's order; and a release and the next enqueue of a reused
+// slot name write the same key, which etcd refuses in one Txn. A write
+// passed over keeps its place for the next batch.
+func (b *batcher) take() []*batchCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.busy || len(b.pending) == 0 {
+		return nil
+	}
+	b.busy = true
+	var batch []*batchCall
+	dirs := make(map[string]bool)
+	size := 0
+	rest := b.pending[:0]
+	for _, c := range b.pending {
+		if len(batch) < b.maxOps && !dirs[c.op.dir] && (len(batch) == 0 || size+c.size <= b.maxBytes) {
+			batch = append(batch, c)
+			dirs[c.op.dir] = true
+			size += c.size
+			c.sent = true
+			continue
+		}
+		rest = append(rest, c)
+	}
+	clear(b.pending[len(rest):])
+	b.pending = rest
+	return batch
+}
+
+// send commits batch and answers each of its writes. When the server
+// refuses the whole batch for one write's sake (its lease not found, a
+// permission, too many operations, too large), nothing of it was applied:
+// it splits the batch and sends the halves, so that each write gets its own
+// answer. An unknown outcome is every write's.
+func (b *batcher) send(ctx context.Context, batch []*batchCall) {
+	if h := b.beforeSend.Load(); h != nil {
+		(*h)(batch)
+	}
+	resp, err := b.commit(ctx, batch)
+	switch {
+	case err == nil:
+		if len(batch) == 1 {
+			batch[0].answer(resp, nil, 1)
+			return
+		}
+		for i, c := range batch {
+			r := (*clientv3.TxnResponse)(resp.Responses[i].GetResponseTxn())
+			r.Header = resp.Header // nested answers carry no header of their own
+			c.answer(r, nil, len(batch))
+		}
+	case len(batch) > 1 && splittable(err):
+		b.shrink(err, batch)
+		half := len(batch) / 2
+		b.send(ctx, batch[:half])
+		b.send(ctx, batch[half:])
+	default:
+		for _, c := range batch {
+			c.answer(nil, err, len(batch))
+		}
+	}
+}
+
+// commit sends one batch over the leader's connection while the keeper
+// lends one, else the client's: a lone write as a Txn of its own, more as
+// nested Txns of one.
+func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.TxnResponse, error) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	var kv clientv3.KV = b.k.cli
+	if lc := b.k.borrowLeader(); lc != nil {
+		defer lc.giveBack()
+		kv = lc.kv
+	}
+	if len(batch) == 1 {
+		op := batch[0].op
+		return kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	}
+	ops := make([]clientv3.Op, len(batch))
+	for i, c := range batch {
+		ops[i] = clientv3.OpTxn(c.op.cmps, c.op.thens, c.op.elses)
+	}
+	return kv.Txn(actx).Then(ops...).Commit()
+}
+
+// splittable reports a refusal of a whole batch that may concern only some
+// of its writes: nothing of the batch was applied.
+func splittable(err error) bool {
+	switch classify(err) {
+	case leaseGone, refused:
+		return true
+	}
+	return false
+}
+
+// shrink learns the server's limits from a refusal of batch: too many
+// operations or too large shrink the batches to half of this one; a refusal
+// that concerns one write (its lease, a permission, credentials) changes nothing; any
+// other (a server that refuses nested Txns) halves the writes per batch, so
+// that it falls back to one request per write.
+func (b *batcher) shrink(err error, batch []*batchCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		size := 0
+		for _, c := range batch {
+			size += c.size
+		}
+		b.maxBytes = max(1, min(b.maxBytes, size/2))
+	case classify(err) == leaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
+	default: // too many operations, or nested Txns refused
+		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
+	}
+}
+
+// answer hands the call its answer from a batch of size writes (0: none
+// was sent).
+func (c *batchCall) answer(resp *clientv3.TxnResponse, err error, size int) {
+	if size > 0 {
+		c.obs.Batched(size)
+	}
+	c.resp, c.err = resp, err
+	close(c.done)
+}

@@ -1,0 +1,238 @@
+package etcdlock
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// batchGate holds a client's first batch until n more writes wait behind it,
+// so that they leave together in the next batch, and records every batch.
+type batchGate struct {
+	b        *batcher
+	release  chan struct{}
+	first    atomic.Bool
+	openOnce sync.Once
+
+	mu      sync.Mutex
+	batches [][]string // the queue dirs of each batch sent
+}
+
+func holdFirstBatch(t *testing.T, s *Session) *batchGate {
+	t.Helper()
+	b := s.keeper.batch
+	if b == nil {
+		t.Fatal("the session does not batch")
+	}
+	g := &batchGate{b: b, release: make(chan struct{})}
+	hook := func(batch []*batchCall) {
+		dirs := make([]string, len(batch))
+		for i, c := range batch {
+			dirs[i] = c.op.dir
+		}
+		g.mu.Lock()
+		g.batches = append(g.batches, dirs)
+		g.mu.Unlock()
+		if g.first.CompareAndSwap(false, true) {
+			<-g.release
+		}
+	}
+	b.beforeSend.Store(&hook)
+	t.Cleanup(func() {
+		b.beforeSend.Store(nil)
+		g.open()
+	})
+	return g
+}
+
+func (g *batchGate) open() { g.openOnce.Do(func() { close(g.release) }) }
+
+// await waits until the first batch is held and n writes wait behind it.
+func (g *batchGate) await(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d writes behind the held batch", n), func() bool {
+		g.b.mu.Lock()
+		defer g.b.mu.Unlock()
+		return g.first.Load() && len(g.b.pending) >= n
+	})
+}
+
+func (g *batchGate) sizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]int, len(g.batches))
+	for i, b := range g.batches {
+		out[i] = len(b)
+	}
+	return out
+}
+
+// TestBatchAnswersEachMember: one batch carries writes of three sessions, one
+// of whose leases was revoked. etcd refuses the whole batch for that one's
+// sake; the batcher splits it, so the others are granted and only that one
+// fails (ErrSessionExpired), and the others' sessions live on.
+func TestBatchAnswersEachMember(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 60*time.Second)
+	a, b, c := openSession(t, cli), openSession(t, cli), openSession(t, cli)
+	g := holdFirstBatch(t, a)
+	first := lockAsync(ctx, NewMutex(a, uniqueName(t)))
+	g.await(t, 0)
+	if _, err := cli.Revoke(ctx, b.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	ra := lockAsync(ctx, NewMutex(a, uniqueName(t)))
+	rb := lockAsync(ctx, NewMutex(b, uniqueName(t)))
+	rc := lockAsync(ctx, NewMutex(c, uniqueName(t)))
+	g.await(t, 3)
+	g.open()
+	for _, r := range []<-chan lockResult{first, ra, rc} {
+		if got := <-r; got.err != nil {
+			t.Fatalf("a live session's Lock in the batch: %v (batches %v)", got.err, g.sizes())
+		}
+	}
+	if got := <-rb; !errors.Is(got.err, ErrSessionExpired) {
+		t.Fatalf("the revoked session's Lock: %v, want ErrSessionExpired", got.err)
+	}
+	if a.Err() != nil || c.Err() != nil {
+		t.Fatalf("live sessions ended: %v, %v", a.Err(), c.Err())
+	}
+	if sizes := g.sizes(); len(sizes) < 2 || sizes[1] != 3 {
+		t.Fatalf("batches %v; want the three writes in one batch after the held one", sizes)
+	}
+}
+
+// TestBatchSplitsPastMaxTxnOps: a batch over the server's --max-txn-ops is
+// refused; the batcher splits it, learns a smaller limit, and every write is
+// answered.
+func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
+	cl := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithMaxTxnOps(8))
+	cli := newClient(t, cl)
+	ctx := testCtx(t, 60*time.Second)
+	s := openSession(t, cli)
+	g := holdFirstBatch(t, s)
+	first := lockAsync(ctx, NewMutex(s, uniqueName(t)))
+	g.await(t, 0)
+	const n = 12
+	rs := make([]<-chan lockResult, n)
+	for i := range rs {
+		rs[i] = lockAsync(ctx, NewMutex(s, uniqueName(t)))
+	}
+	g.await(t, n)
+	g.open()
+	for _, r := range append(rs, first) {
+		if got := <-r; got.err != nil {
+			t.Fatalf("Lock in an oversized batch: %v (batches %v)", got.err, g.sizes())
+		}
+	}
+	if sizes := g.sizes(); len(sizes) < 2 || sizes[1] != n {
+		t.Fatalf("batches %v; want %d writes in the batch after the held one", sizes, n)
+	}
+	s.keeper.batch.mu.Lock()
+	learned := s.keeper.batch.maxOps
+	s.keeper.batch.mu.Unlock()
+	if learned >= n {
+		t.Fatalf("max writes per batch %d after a refusal of %d", learned, n)
+	}
+}
+
+// TestBatchNeverTwoOfOneName: writes on one name never share a batch (their
+// keys would share the Txn's revision: equal tokens); the second waits for
+// the next batch and gets a larger token, and the two never hold at once.
+func TestBatchNeverTwoOfOneName(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 60*time.Second)
+	a, b := openSession(t, cli), openSession(t, cli)
+	g := holdFirstBatch(t, a)
+	first := lockAsync(ctx, NewMutex(a, uniqueName(t)))
+	g.await(t, 0)
+	name := uniqueName(t)
+	ra := lockAsync(ctx, NewMutex(a, name))
+	g.await(t, 1)
+	rb := lockAsync(ctx, NewMutex(b, name))
+	other := lockAsync(ctx, NewMutex(b, uniqueName(t)))
+	g.await(t, 3)
+	g.open()
+	for _, r := range []<-chan lockResult{first, other} {
+		if got := <-r; got.err != nil {
+			t.Fatal(got.err)
+		}
+	}
+	la := <-ra
+	if la.err != nil {
+		t.Fatal(la.err)
+	}
+	// Both keys are in the queue, with distinct create revisions.
+	waitFor(t, 30*time.Second, "the second key", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	resp, err := cli.Get(ctx, namePrefix(name), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 2 || resp.Kvs[0].CreateRevision == resp.Kvs[1].CreateRevision {
+		t.Fatalf("keys of %s: %v; want two with distinct create revisions (batches %v)", name, resp.Kvs, g.sizes())
+	}
+	select {
+	case got := <-rb:
+		t.Fatalf("the second Lock of %s was granted while the first holds: %+v", name, got)
+	default:
+	}
+	if err := la.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-rb
+	if lb.err != nil {
+		t.Fatal(lb.err)
+	}
+	if lb.l.Token() <= la.l.Token() {
+		t.Fatalf("tokens %d then %d; want the later grant's larger", la.l.Token(), lb.l.Token())
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, dirs := range g.batches {
+		seen := map[string]bool{}
+		for _, d := range dirs {
+			if seen[d] {
+				t.Fatalf("a batch carried two writes of queue %s: %v", d, dirs)
+			}
+			seen[d] = true
+		}
+	}
+}
+
+// TestBatchShrink: what a refused batch teaches the batcher.
+func TestBatchShrink(t *testing.T) {
+	t.Parallel()
+	batch := make([]*batchCall, 10)
+	for i := range batch {
+		batch[i] = &batchCall{size: 100}
+	}
+	for _, tc := range []struct {
+		name       string
+		err        error
+		ops, bytes int
+	}{
+		{"too many operations", rpctypes.ErrTooManyOps, 5, batchBytes},
+		{"too large", rpctypes.ErrRequestTooLarge, batchOps, 500},
+		{"a lease not found", rpctypes.ErrLeaseNotFound, batchOps, batchBytes},
+		{"a permission", rpctypes.ErrPermissionDenied, batchOps, batchBytes},
+		{"credentials", status.Error(codes.Unauthenticated, "token"), batchOps, batchBytes},
+		{"nested Txns refused", status.Error(codes.InvalidArgument, "nested txn"), 5, batchBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBatcher(nil)
+			b.shrink(tc.err, batch)
+			if b.maxOps != tc.ops || b.maxBytes != tc.bytes {
+				t.Fatalf("after %v: %d writes, %d bytes per batch; want %d, %d", tc.err, b.maxOps, b.maxBytes, tc.ops, tc.bytes)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/spf13/cobra"
+)
+
+// The positional arguments of the subcommands, checked before etcdlock
+// connects.
+
+// splitAtDash splits the arguments of a command line "NAMES... -- CMD...":
+// exactly len(names) arguments before "--" and at least one after it. With
+// optional, "-- CMD" may be left out altogether (argv is nil then).
+func splitAtDash(cmd *cobra.Command, args []string, names []string, required bool) (before, argv []string, err error) {
+	want := strings.Join(names, " ")
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 {
+		switch {
+		case required && len(args) > len(names):
+			return nil, nil, usagef(cmd, `missing "--" between %s and the command`, want)
+		case required && len(args) == len(names):
+			return nil, nil, usagef(cmd, `missing "-- CMD" after %s`, want)
+		case required:
+			return nil, nil, usagef(cmd, `missing %s -- CMD`, strings.Join(names[len(args):], " "))
+		case len(args) != len(names):
+			if len(args) > len(names) {
+				return nil, nil, usagef(cmd, `want %s, got %d arguments (put "--" before a command)`, want, len(args))
+			}
+			return nil, nil, usagef(cmd, `missing %s`, strings.Join(names[len(args):], " "))
+		}
+		return args, nil, nil
+	}
+	if dash != len(names) {
+		if dash < len(names) {
+			return nil, nil, usagef(cmd, `missing %s before "--"`, strings.Join(names[dash:], " "))
+		}
+		return nil, nil, usagef(cmd, `want only %s before "--", got %d arguments`, want, dash)
+	}
+	if len(args) == dash {
+		return nil, nil, usagef(cmd, `missing the command after "--"`)
+	}
+	return args[:dash], args[dash:], nil
+}
+
+// checkName checks NAME before etcdlock connects, with the library's rule
+// (etcdlock.KeyPrefix validates it).
+func checkName(cmd *cobra.Command, name string) error {
+	if name == "" {
+		return usagef(cmd, "NAME must not be empty")
+	}
+	if _, err := etcdlock.KeyPrefix(name); err != nil {
+		return usagef(cmd, "%s", libErr(err))
+	}
+	return nil
+}
+
+// exactArgs checks for exactly the named positional arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			return usagef(cmd, "missing %s", names[len(args)])
+		case len(args) > len(names):
+			return usagef(cmd, "too many arguments: want %d, got %d", len(names), len(args))
+		}
+		return nil
+	}
+}
+
+// checkOutput checks an --output value.
+func checkOutput(cmd *cobra.Command, output string, allowed ...string) error {
+	for _, v := range allowed {
+		if output == v {
+			return nil
+		}
+	}
+	return usagef(cmd, "--output must be one of %v, not %q", allowed, output)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// maxRelease bounds a release or a resign.
+const maxRelease = 5 * time.Second
+
+// grant is a held lock or leadership, as the supervisor sees it.
+type grant struct {
+	what    string // "lock" or "leadership"
+	name    string
+	key     string
+	token   etcdlock.Token
+	ctx     context.Context // canceled on loss (and release)
+	release func(context.Context) error
+	env     []string // more variables for the command
+}
+
+// held is what withSession hands its body.
+type held struct {
+	cli  *clientv3.Client
+	s    *etcdlock.Session
+	sc   *signalCatcher // still catching: a signal cancels sc.ctx until sc.stop
+	sigs <-chan os.Signal
+}
+
+// withSession is the frame of run, elect and observe: it catches signals,
+// connects, opens a session with o and runs body; it closes the session
+// (revoking its lease, so no key is left) and the client after body. A
+// signal that interrupts the connection or the session's opening ends it
+// with on's error.
+func (a *app) withSession(o *holdOpts, on onSignal, body func(h *held) error) error {
+	sigs, stopNotify := notifySignals()
+	defer stopNotify()
+	sc := catchSignals(sigs)
+	defer sc.stop()
+	cli, err := a.connect(sc.ctx)
+	if err != nil {
+		return sc.failure(err, "connecting to etcd", on)
+	}
+	defer cli.Close()
+	s, err := a.openSession(sc.ctx, cli, o)
+	if err != nil {
+		return sc.failure(err, "opening a session", on)
+	}
+	defer a.closeSession(s)
+	return body(&held{cli: cli, s: s, sc: sc, sigs: sigs})
+}
+
+// openSession opens the session of run, elect and observe; the grant is
+// bounded by --command-timeout.
+func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts) (*etcdlock.Session, error) {
+	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithLogger(a.logger())}
+	if o.identity != "" {
+		opts = append(opts, etcdlock.WithIdentity(o.identity))
+	}
+	var ms *metricsServer
+	if o.metricsAddr != "" {
+		var err error
+		if ms, err = a.listenMetrics(o.metricsAddr); err != nil {
+			return nil, err
+		}
+		opts = append(opts, etcdlock.WithObserver(ms.metrics))
+	}
+	gctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
+	defer cancel()
+	s, err := etcdlock.NewSession(gctx, cli, opts...)
+	if err != nil {
+		if ms != nil {
+			ms.stop()
+		}
+		if cause := context.Cause(ctx); cause != nil {
+			return nil, cause
+		}
+		return nil, exitf(exitUsage, "cannot open a session: %s", libErr(err))
+	}
+	if ms != nil {
+		ms.serve(s, a.logf)
+		a.stopMetrics = ms.stop
+	}
+	return s, nil
+}
+
+// closeSession closes s (revoking its lease, which deletes every key it
+// still has) and says so if that failed.
+func (a *app) closeSession(s *etcdlock.Session) {
+	if err := s.Close(); err != nil {
+		a.logf("warning: could not revoke the session's lease %x (its keys expire within %v): %s", int64(s.Lease()), s.TTL(), libErr(err))
+	}
+	if a.stopMetrics != nil {
+		a.stopMetrics()
+		a.stopMetrics = nil
+	}
+}
+
+// taker takes the grant of run or elect within ctx.
+type taker func(ctx context.Context, s *etcdlock.Session) (*grant, error)
+
+// errWaitTimeout is the cause of a wait ended by --wait.
+var errWaitTimeout = errors.New("--wait ran out")
+
+// holdAndRun connects, opens a session, takes a grant with take (bounded by
+// --wait), runs argv under it and returns etcdlock's exit.
+func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, take taker) error {
+	return a.withSession(o, interruptedWhile, func(h *held) error {
+		if err := a.precheck(h.sc.ctx, h.cli, name); err != nil {
+			return h.sc.failure(err, fmt.Sprintf("checking access to %q", name), interruptedWhile)
+		}
+		g, timedOut, err := waitFor(h, o, take)
+		if sig := h.sc.signal(); sig != nil {
+			if g != nil {
+				_ = a.release(h.s, g) // closing the session revokes the lease anyway
+			}
+			return interruptedWhile(sig, fmt.Sprintf("waiting for %s %q", what, name))
+		}
+		if err != nil {
+			return waitError(o, what, name, timedOut, err)
+		}
+		g.env = append(g.env, "ETCDLOCK_NAME="+name, "ETCDLOCK_KEY="+g.key, "ETCDLOCK_TOKEN="+g.token.String())
+		return a.supervise(h.s, g, path, argv, o.grace, h.sigs)
+	})
+}
+
+// waitFor takes the grant, bounded by --wait; timedOut says --wait ran out.
+// It stops catching signals: from then on they are for the command.
+func waitFor(h *held, o *holdOpts, take taker) (g *grant, timedOut bool, err error) {
+	wctx, cancel := h.sc.ctx, context.CancelFunc(func() {})
+	if o.waitSet && o.wait > 0 {
+		wctx, cancel = context.WithTimeoutCause(h.sc.ctx, o.wait, errWaitTimeout)
+	}
+	g, err = take(wctx, h.s)
+	cancel()
+	h.sc.stop()
+	return g, errors.Is(context.Cause(wctx), errWaitTimeout), err
+}
+
+// waitError is etcdlock's exit for a grant not taken: 124 if --wait ran
+// out (or, with --wait 0, the name was taken), else 1.
+func waitError(o *holdOpts, what, name string, timedOut bool, err error) error {
+	if !timedOut && !errors.Is(err, etcdlock.ErrLocked) {
+		return exitf(exitUsage, "%s", libErr(err))
+	}
+	if o.waitSet && o.wait == 0 {
+		return exitf(exitWaitTimeout, "%s %q is held or waited for (--wait 0)", what, name)
+	}
+	return exitf(exitWaitTimeout, "timed out after %v (--wait) waiting for %s %q", o.wait, what, name)
+}
+
+// release releases g, bounded by min(TTL, 5s); the error is ErrNotHeld (with
+// the loss cause) if g had been lost before.
+func (a *app) release(s *etcdlock.Session, g *grant) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.TTL(), maxRelease))
+	defer cancel()
+	return g.release(ctx)
+}

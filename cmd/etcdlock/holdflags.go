@@ -1,0 +1,62 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// holdOpts are the flags of run and elect.
+type holdOpts struct {
+	ttl         time.Duration
+	wait        time.Duration
+	waitSet     bool
+	grace       time.Duration
+	identity    string
+	metricsAddr string
+}
+
+// The defaults and bounds of the hold flags.
+const (
+	defaultTTL   = 10 * time.Second
+	defaultGrace = 5 * time.Second
+	maxTTL       = 24 * time.Hour
+)
+
+func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
+	f.DurationVar(&o.ttl, "ttl", defaultTTL, "session lease TTL (whole seconds, rounded up)")
+	waitHelp := "give up (exit 124) if not leading after this long (default: wait forever)"
+	if forLock {
+		waitHelp = "give up (exit 124) if the lock is not granted after this long; 0: only if free and nobody waits (default: wait forever)"
+	}
+	f.DurationVar(&o.wait, "wait", 0, waitHelp)
+	f.DurationVar(&o.grace, "grace", defaultGrace, "time between SIGTERM and SIGKILL when the lease is running out or lost; at most TTL/2")
+	f.Lookup("grace").DefValue = "5s or TTL/2, whichever is smaller"
+	f.StringVar(&o.identity, "identity", "", `identity stored with the key, shown by status (default "hostname/pid")`)
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the session's health on /healthz at this address (host:port)")
+}
+
+// check validates the flags; zeroWait says whether --wait 0 is allowed.
+func (o *holdOpts) check(cmd *cobra.Command, zeroWait bool) error {
+	f := cmd.Flags()
+	o.waitSet = f.Changed("wait")
+	if !f.Changed("grace") {
+		o.grace = min(defaultGrace, o.ttl/2)
+	}
+	switch {
+	case o.ttl <= 0 || o.ttl > maxTTL:
+		return usagef(cmd, "--ttl must be > 0 and at most %v, not %v", maxTTL, o.ttl)
+	case o.grace < 0:
+		return usagef(cmd, "--grace must not be negative, not %v", o.grace)
+	case o.grace > o.ttl/2:
+		return usagef(cmd, "--grace %v must be at most half the TTL (%v)", o.grace, o.ttl/2)
+	case o.waitSet && o.wait < 0:
+		return usagef(cmd, "--wait must not be negative, not %v", o.wait)
+	case o.waitSet && o.wait == 0 && !zeroWait:
+		return usagef(cmd, "--wait must be positive, not %v", o.wait)
+	case f.Changed("identity") && o.identity == "":
+		return usagef(cmd, "--identity must not be empty")
+	}
+	return nil
+}

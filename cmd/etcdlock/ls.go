@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// lsJSON is one element of ls's JSON output.
+type lsJSON struct {
+	Name        string     `json:"name"`
+	Kind        string     `json:"kind"`
+	Holder      *entryJSON `json:"holder"`
+	HolderCount int        `json:"holder_count"`
+	WaiterCount int        `json:"waiter_count"`
+}
+
+// lsCmd is "etcdlock ls": every lock with a holder, one line each.
+func (a *app) lsCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "ls [PREFIX]",
+		Short: "List the locks that have a holder, with their waiter counts",
+		Long: `List every lock (and election) whose name starts with PREFIX and that has a
+holder, sorted by name, with its holder and its number of waiters.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef(cmd, "too many arguments: want at most PREFIX, got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, output, "table", "json"); err != nil {
+				return err
+			}
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			return a.ls(prefix, output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+// ls prints the locks under prefix that have a holder.
+func (a *app) ls(prefix, output string) error {
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		out, err := listHeld(ctx, cli, prefix)
+		switch {
+		case err != nil:
+			return err
+		case output == "json":
+			return a.printJSON(out)
+		}
+		return a.printLs(out)
+	})
+}
+
+// printLs prints out as a table.
+func (a *app) printLs(out []lsJSON) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tHOLDERS\tWAITERS")
+	for _, l := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", l.Name, l.Kind, l.Holder.Identity, l.Holder.Token, l.HolderCount, l.WaiterCount)
+	}
+	return tw.Flush()
+}
+
+// listHeld lists the locks under prefix that have a holder.
+func listHeld(ctx context.Context, cli *clientv3.Client, prefix string) ([]lsJSON, error) {
+	states, err := etcdlock.List(ctx, cli, prefix)
+	if err != nil {
+		return nil, exitf(exitUsage, "%s", libErr(err))
+	}
+	out := []lsJSON{}
+	for _, st := range states {
+		if st.Holder == nil {
+			continue
+		}
+		h := toEntryJSON(*st.Holder, nil)
+		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Holder: &h,
+			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters)})
+	}
+	return out, nil
+}

@@ -1,0 +1,109 @@
+package etcdlock
+
+// This file holds Election.Observe: one read, then one watch of the
+// election's queue, re-opened after every failure.
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Observe returns a channel that receives the current leader at once and
+// then every change: a new leader, a proclaimed value, and the zero
+// LeaderInfo when nobody leads. The channel holds only the newest value (a
+// slow reader skips intermediate states but always gets the latest) and never
+// delivers the same value twice in a row. Observe's goroutine re-reads and
+// re-watches across compactions, etcd elections and reconnects, logging the
+// errors; it closes the channel when ctx ends (at once for an invalid name or
+// a nil session) or when the session's client is closed.
+func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
+	ch := make(chan LeaderInfo, 1)
+	q, err := e.queue("observe")
+	if err != nil {
+		close(ch)
+		return ch
+	}
+	go q.observe(ctx, ch)
+	return ch
+}
+
+// latest is a one-slot channel writer that keeps only the newest value and
+// never delivers the same value twice in a row.
+type latest struct {
+	ch          chan LeaderInfo
+	sent, taken LeaderInfo
+	started     bool
+}
+
+func (l *latest) publish(v LeaderInfo) {
+	select {
+	case <-l.ch: // l.sent was not taken: replace it
+	default:
+		l.taken = l.sent // the reader has it (or nothing was sent yet)
+	}
+	if l.started && v == l.taken {
+		return
+	}
+	l.started = true
+	l.ch <- v
+	l.sent = v
+}
+
+// observe publishes the leader of q on ch until ctx ends or the client is
+// closed; then it closes ch.
+func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
+	defer close(ch)
+	out := latest{ch: ch}
+	log := q.s.log.With(zap.String("election", q.name))
+	b := newBackoff(watchFloor, watchCeil)
+	for ctx.Err() == nil && q.s.cli.Ctx().Err() == nil {
+		cur, rev, err := q.leader(ctx, 0)
+		if err == nil {
+			out.publish(cur)
+			err = q.follow(ctx, cur, rev, &out, b)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Debug("observe: retrying", zap.Error(err))
+		if !b.wait(ctx) {
+			return
+		}
+	}
+}
+
+// follow watches q from rev + 1 and publishes every change of the leader,
+// which was cur at rev, until the watch fails; it returns why.
+func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range q.s.cli.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
+			return errors.Join(errors.New("watch ended"), resp.Err()) // re-read and re-watch
+		}
+		b.reset()
+		for _, ev := range resp.Events {
+			key := string(ev.Kv.Key)
+			switch {
+			case cur.Key == "" && ev.Type == mvccpb.PUT,
+				key == cur.Key && ev.Type == mvccpb.DELETE:
+				// A first candidate, or the leader left: read who leads now.
+				next, _, err := q.leader(wctx, ev.Kv.ModRevision)
+				if err != nil {
+					return err
+				}
+				cur = next
+			case key == cur.Key && ev.Type == mvccpb.PUT:
+				cur = leaderInfo(ev.Kv) // proclaimed
+			default:
+				continue
+			}
+			out.publish(cur)
+		}
+	}
+	return errors.New("watch ended")
+}

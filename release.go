@@ -1,0 +1,120 @@
+package etcdlock
+
+// This file holds the end of a grant: Unlock's and Resign's guarded delete.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// releaseVerb names a release in errors: "resign" for a leadership, else
+// "unlock".
+func (q queue) releaseVerb() string {
+	if q.verb == "campaign" {
+		return "resign"
+	}
+	return "unlock"
+}
+
+// release ends a grant: it cancels the waiter's context with ErrReleased
+// and deletes its key, guarded by its create revision, retrying failed
+// deletes until ctx ends. final is false when the delete's outcome is still
+// unknown then (the caller hands the key to the reaper).
+//
+// The guard is not optional: the key's name is reused by a later acquisition
+// of the session once this one's slot is freed, and an attempt whose outcome
+// was unknown can still be applied after that; guarded, it cannot delete the
+// later key.
+func (w *waiter) release(ctx context.Context) (err error, final bool) {
+	q := w.q
+	op := q.releaseVerb()
+	if w.ctx.Err() != nil {
+		// Lost before: the key is gone, or goes with the session's lease.
+		w.free()
+		return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx))), true
+	}
+	w.lose(ErrReleased)
+	unknown := false // an earlier attempt may have deleted the key
+	b := newBackoff(requestFloor, requestCeil)
+	for {
+		if err := ctx.Err(); err != nil {
+			return q.opError(op, ctxErr(ctx, err)), false
+		}
+		deleted, err := w.deleteKey(ctx, unknown)
+		switch classify(err) {
+		case applied:
+			w.free() // deleted now, or already gone
+			if deleted || unknown {
+				return nil, true
+			}
+			// The key was already gone: the grant was lost before this call.
+			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, w.lossCause())), true
+		case leaseGone:
+			w.free()
+			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, q.s.leaseLost())), true
+		case refused:
+			// Never succeeds (no permission to delete): the key goes with the lease.
+			return q.opError(op, err), true
+		}
+		if serr := w.sessionEnded(err); serr != nil {
+			// No later attempt can succeed: the key goes with the lease.
+			w.free()
+			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
+		}
+		unknown = true
+		q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
+		if !b.waitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
+			if serr := w.sessionEnded(nil); serr != nil {
+				w.free()
+				return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
+			}
+			return q.opError(op, ctxErr(ctx, ctx.Err())), false
+		}
+	}
+}
+
+// deleteKey sends one attempt of the waiter's guarded delete; deleted
+// reports whether it found the key.
+func (w *waiter) deleteKey(ctx context.Context, retry bool) (deleted bool, err error) {
+	resp, err := w.q.s.commit(ctx, retry, txnOp{dir: w.q.dir,
+		cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+		thens: []clientv3.Op{clientv3.OpDelete(w.key)}})
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
+// lossCause tells why a released key was already gone: ErrSessionExpired
+// when the lease is gone, else ErrLockLost.
+func (w *waiter) lossCause() error {
+	ctx, cancel := context.WithTimeout(context.Background(), lossLookup)
+	defer cancel()
+	if gone, _ := w.q.s.leaseGone(ctx); gone {
+		return ErrSessionExpired
+	}
+	return ErrLockLost
+}
+
+// sessionEnded returns the error that makes a release's retries pointless:
+// the session's own (ErrSessionExpired or ErrSessionClosed) once it ended,
+// and ErrSessionExpired once its client is closed (cli.Ctx done, or err is
+// the client's "connection is closing" error) before the session noticed.
+// It returns nil while retrying can still delete the key.
+func (w *waiter) sessionEnded(err error) error {
+	s := w.q.s
+	if serr := s.Err(); serr != nil {
+		return serr
+	}
+	if s.cli.Ctx().Err() != nil ||
+		(err != nil && status.Code(err) == codes.Canceled && strings.Contains(err.Error(), "the client connection is closing")) {
+		return ErrSessionExpired
+	}
+	return nil
+}
