@@ -22,9 +22,9 @@
 // between a read and its write, until the lease has expired and the next
 // holder has read), SIGKILLs, member crashes, leader crashes, isolated
 // members, two of five members down, compactions, and holds of the link
-// through which the workers reach one member, often the leader
-// (embedtest's Link.Hold: what they send meanwhile is delivered after they
-// gave up on it). Everything is healed before the end.
+// through which the workers reach one member, often the leader (not in the
+// guarded-etcd cell) (embedtest's Link.Hold: what they send meanwhile is
+// delivered after they gave up on it). Everything is healed before the end.
 //
 // What the clients saw is collected in a History and judged by Check:
 // linearizability of the increments (github.com/anishathalye/porcupine),

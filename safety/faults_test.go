@@ -80,22 +80,16 @@ const (
 
 // linkLane holds the workers' link to one member for holdMin-holdMax, then
 // restores it (what was held is delivered, see Link.Hold), and again 1-4 s
-// later. Half of the holds are of the leader's link (if there is a leader):
-// the library sends its first attempts to the leader, so those are the
-// holds that leave writes of unknown outcome behind; the others are of a
-// random member's, which only the workers' balanced requests take. The
-// workers keep running and reach the other members through their links.
+// later. The workers keep running and reach the other members through their
+// links. Half of the holds are of the leader's link (if there is a
+// leader): the library sends its first attempts to the leader, so those are
+// the holds that leave writes of unknown outcome behind; the others are of a
+// random member's, which only the workers' balanced requests take. Not in
+// the guarded-etcd cell, whose resource is etcd itself: holding the leader's
+// path there starves its increments below the cell's minimums.
 func (c *cell) linkLane(ctx context.Context) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
-		ms := c.c.Members()
-		i := c.randN(len(ms))
-		if l := c.c.Leader(); l != nil && c.randN(2) == 0 {
-			for j, m := range ms {
-				if m == l {
-					i = j
-				}
-			}
-		}
+		i := c.holdTarget()
 		c.links[i].Hold()
 		c.mu.Lock()
 		c.n.holds++
@@ -103,6 +97,22 @@ func (c *cell) linkLane(ctx context.Context) {
 		sleepCtx(ctx, c.randDur(holdMin, holdMax))
 		c.links[i].Restore()
 	}
+}
+
+// holdTarget picks the member whose link the next hold holds.
+func (c *cell) holdTarget() int {
+	ms := c.c.Members()
+	i := c.randN(len(ms))
+	l := c.c.Leader()
+	if l == nil || c.cfg.role == roleEtcd || c.randN(2) == 1 {
+		return i
+	}
+	for j, m := range ms {
+		if m == l {
+			return j
+		}
+	}
+	return i
 }
 
 // crash kills n members (the leader when leader is set, else followers for
