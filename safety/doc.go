@@ -22,16 +22,18 @@
 // between a read and its write, until the lease has expired and the next
 // holder has read), SIGKILLs, member crashes, leader crashes, isolated
 // members, two of five members down, compactions, and holds of the link
-// through which the workers reach one member (embedtest's Link.Hold: what
-// they send meanwhile is delivered after they gave up on it). Everything is healed
-// before the end.
+// through which the workers reach one member, often the leader (not in the
+// guarded-etcd cell) (embedtest's Link.Hold: what they send meanwhile is
+// delivered after they gave up on it). Everything is healed before the end.
 //
 // What the clients saw is collected in a History and judged by Check:
 // linearizability of the increments (github.com/anishathalye/porcupine),
 // no acknowledged increment lost or applied twice, tokens admitted by the
 // resource only ever increasing, grants that agree with etcd's own record of
-// the queue (a watch opened before the first operation), FIFO order, and no
-// write admitted after a shared read with a newer token.
+// the queue (a watch opened before the first operation), FIFO order, no
+// grant whose key was deleted before its holder released it while its
+// session lived on (two holders, which fencing hides from the other
+// checkers), and no write admitted after a shared read with a newer token.
 // A self-test runs the same suite against deliberately broken registers
 // (Unfenced, FenceWritesOnly) and asserts that the checkers fail them.
 //

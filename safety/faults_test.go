@@ -9,10 +9,10 @@ package safety
 // before the next. The worker lane pauses workers (SIGSTOP) at random points
 // or inside the critical section, SIGKILLs them (a new worker replaces each),
 // and arms targeted pauses (see scenario) until the cell's minimums hold.
-// The link lane holds the workers' way to one member (Link.Hold): what they
-// send it meanwhile reaches it 12-22 s later, after they gave up on it,
-// longer than the 10 s after which an earlier design of the library took a
-// write of unknown outcome for dead.
+// The link lane holds the workers' way to one member, the leader half of
+// the time (Link.Hold): what they send it meanwhile reaches it 12-22 s
+// later, after they gave up on it, longer than the 10 s after which an
+// earlier design of the library took a write of unknown outcome for dead.
 
 import (
 	"context"
@@ -80,41 +80,48 @@ const (
 
 // linkLane holds the workers' link to one member for holdMin-holdMax, then
 // restores it (what was held is delivered, see Link.Hold), and again 1-4 s
-// later. The workers keep running and reach the other members directly.
+// later. The workers keep running and reach the other members through their
+// links. Half of the holds are of the leader's link (if there is a
+// leader): the library sends its first attempts to the leader, so those are
+// the holds that leave writes of unknown outcome behind; the others are of a
+// random member's, which only the workers' balanced requests take. Not in
+// the guarded-etcd cell, whose resource is etcd itself: holding the leader's
+// path there starves its increments below the cell's minimums.
 func (c *cell) linkLane(ctx context.Context) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
-		c.link.Hold()
+		i := c.holdTarget()
+		c.links[i].Hold()
 		c.mu.Lock()
 		c.n.holds++
 		c.mu.Unlock()
 		sleepCtx(ctx, c.randDur(holdMin, holdMax))
-		c.link.Restore()
+		c.links[i].Restore()
 	}
+}
+
+// holdTarget picks the member whose link the next hold holds.
+func (c *cell) holdTarget() int {
+	ms := c.c.Members()
+	i := c.randN(len(ms))
+	l := c.c.Leader()
+	if l == nil || c.cfg.role == roleEtcd || c.randN(2) == 1 {
+		return i
+	}
+	for j, m := range ms {
+		if m == l {
+			return j
+		}
+	}
+	return i
 }
 
 // crash kills n members (the leader when leader is set, else followers for
 // n == 1, any members for n == 2), keeps them down 1-3 s, restarts them and
 // waits until the cluster is whole again.
 func (c *cell) crash(ctx context.Context, n int, leader bool) {
-	var victims []*embedtest.Member
-	cur := c.c.Leader()
-	if leader {
-		if cur == nil {
-			return
-		}
-		victims = append(victims, cur)
-	} else {
-		var cands []*embedtest.Member
-		for _, m := range c.c.Members() {
-			if m.Running() && !m.Isolated() && (n > 1 || m != cur) {
-				cands = append(cands, m)
-			}
-		}
-		for len(victims) < n && len(cands) > 0 {
-			i := c.randN(len(cands))
-			victims = append(victims, cands[i])
-			cands = append(cands[:i], cands[i+1:]...)
-		}
+	victims := c.victims(n, leader)
+	if leader && len(victims) == 0 {
+		return // no leader to crash
 	}
 	for _, m := range victims {
 		if err := m.Kill(); err != nil {
@@ -137,6 +144,30 @@ func (c *cell) crash(ctx context.Context, n int, leader bool) {
 		}
 	}
 	c.waitHealthy()
+}
+
+// victims picks the members a crash kills: the leader, or n running members
+// at random (the leader only when n > 1).
+func (c *cell) victims(n int, leader bool) []*embedtest.Member {
+	cur := c.c.Leader()
+	if leader {
+		if cur == nil {
+			return nil
+		}
+		return []*embedtest.Member{cur}
+	}
+	var cands, victims []*embedtest.Member
+	for _, m := range c.c.Members() {
+		if m.Running() && !m.Isolated() && (n > 1 || m != cur) {
+			cands = append(cands, m)
+		}
+	}
+	for len(victims) < n && len(cands) > 0 {
+		i := c.randN(len(cands))
+		victims = append(victims, cands[i])
+		cands = append(cands[:i], cands[i+1:]...)
+	}
+	return victims
 }
 
 // isolate cuts a member (the leader half of the time) from its peers for

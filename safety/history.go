@@ -68,6 +68,18 @@ type Grant struct {
 	Token  etcdlock.Token // the grant's token (its key's create revision)
 	Key    string         // the grant's key
 	At     int64          // when the call returned
+	// Released is when the holder began to give the grant back (right
+	// before it called Unlock, or before its lead function returned); 0 if
+	// it never did (it was killed first).
+	Released int64
+}
+
+// LostWait is a Lock of client Client's session on Lease that failed at At
+// with ErrLockLost.
+type LostWait struct {
+	Client int
+	Lease  int64
+	At     int64
 }
 
 // Probe is a linearizable read the test made while the workload ran: issued
@@ -89,6 +101,9 @@ type QueueEvent struct {
 	Key            string // the key
 	CreateRevision int64  // the key's create revision (creations only)
 	Lease          int64  // the key's lease (creations only)
+	// Arrived is when the test received the event (0: unknown): the
+	// event's revision was committed before then.
+	Arrived int64
 }
 
 // History is everything the checkers look at, collected from one run.
@@ -117,6 +132,9 @@ type History struct {
 	SharedGrants bool
 	// Probes are revision probes in the order they were issued.
 	Probes []Probe
+	// LostWaits are the Locks that failed with ErrLockLost (the waiter's
+	// key was deleted by someone else) while their clients waited.
+	LostWaits []LostWait
 }
 
 // queueKey is one key of the lock's queue, rebuilt from the watch history.
@@ -124,6 +142,7 @@ type queueKey struct {
 	key    string
 	create int64
 	del    int64 // 0: never deleted
+	delAt  int64 // when the test received the deletion (0: unknown)
 	lease  int64
 	front  int64 // revision from which it was the lowest live key; 0 if never
 }
@@ -159,6 +178,7 @@ func buildQueue(h *History) *queueState {
 		}
 		if k, ok := live[ev.Key]; ok {
 			k.del = ev.Revision
+			k.delAt = ev.Arrived
 			delete(live, ev.Key)
 		}
 	}

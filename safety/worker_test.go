@@ -13,10 +13,12 @@ package safety
 //	ENQ <t>                                 Lock (Campaign) called
 //	GRANT <token> <key> <t>                 Lock returned (lead called)
 //	LOCKERR <t> <error>                     Lock (Run) failed
+//	LOCKLOST <lease hex> <t>                ... with ErrLockLost: its key was deleted while it waited
 //	READ <token> <call> <return> ok <v>     the read was admitted and returned v
 //	READ <token> <call> <return> stale|err  the read was refused, or failed
 //	ABOUT_TO_WRITE <token> <v>              read done; waits for GO before writing v+1
 //	WROTE <token> <call> <return> ok|stale|unknown|skipped
+//	UNLOCK <token> <t>                      about to call Unlock (lead about to return)
 //	UNLOCKED <token> ok|<error>
 //
 // The harness answers every ABOUT_TO_WRITE with one "GO" line, possibly after
@@ -29,11 +31,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,13 +138,22 @@ func runWorker(role string) int {
 	return 0
 }
 
+// workerKeepAlive is the workers' gRPC keepalive time: longer than a hold
+// of their link (see linkLane), so that a held path stays in their
+// balancer's rotation for the whole hold, as a slow path does (etcd's own
+// client sends no keepalive pings by default). With embedtest's 2 s the
+// client drops the held connection about 4 s into a hold, and only what it
+// sent until then is delivered late. Every other fault closes connections.
+const workerKeepAlive = holdMax + 5*time.Second
+
 // workerClientConfig is embedtest's client configuration (Cluster.ClientConfig),
-// rebuilt in the child from the endpoints.
+// rebuilt in the child from the endpoints, with a keepalive time of
+// workerKeepAlive.
 func workerClientConfig(endpoints []string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTime:    workerKeepAlive,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
@@ -217,12 +226,13 @@ func (w *worker) runMutex() {
 		l, err := etcdlock.NewMutex(s, w.name).Lock(w.ctx)
 		if err != nil {
 			if w.ctx.Err() == nil {
-				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+				w.lockErr(s, err)
 			}
 			continue
 		}
 		w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
 		w.incr(l)
+		w.say("UNLOCK %d %d", l.Token(), monoNow())
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err = l.Unlock(ctx)
 		cancel()
@@ -251,6 +261,7 @@ func (w *worker) runElection() {
 				w.incr(l)
 				sleepCtx(lctx, 20*time.Millisecond)
 			}
+			w.say("UNLOCK %d %d", l.Token(), monoNow())
 			return nil
 		})
 		if err != nil && w.ctx.Err() == nil {
@@ -280,7 +291,7 @@ func (w *worker) runRW() {
 		l, err := lock(w.ctx)
 		if err != nil {
 			if w.ctx.Err() == nil {
-				w.say("LOCKERR %d %s", monoNow(), oneLine(err))
+				w.lockErr(s, err)
 			}
 			continue
 		}
@@ -290,6 +301,7 @@ func (w *worker) runRW() {
 		} else {
 			w.incr(l)
 		}
+		w.say("UNLOCK %d %d", l.Token(), monoNow())
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		err = l.Unlock(ctx)
 		cancel()
@@ -345,127 +357,14 @@ func (w *worker) incr(l guarded) {
 	w.say("WROTE %d %d %d %s", tok, wc, monoNow(), st)
 }
 
-// httpRegister is the client of a Register.
-type httpRegister struct {
-	url string
-	c   *http.Client
-}
-
-func (r *httpRegister) do(ctx context.Context, method string, tok etcdlock.Token, body string, shared bool) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, r.url, strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
+// lockErr reports a failed Lock of session s: LOCKERR, and LOCKLOST when
+// the error says the waiter's key was deleted by someone else.
+func (w *worker) lockErr(s *etcdlock.Session, err error) {
+	t := monoNow()
+	w.say("LOCKERR %d %s", t, oneLine(err))
+	if errors.Is(err, etcdlock.ErrLockLost) {
+		w.say("LOCKLOST %x %d", int64(s.Lease()), t)
 	}
-	req.Header.Set(etcdlock.TokenHeader, tok.String())
-	if shared {
-		req.Header.Set(SharedHeader, "1")
-	}
-	resp, err := r.c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-func (r *httpRegister) read(ctx context.Context, l guarded) (int64, string) {
-	return r.get(ctx, l, false)
-}
-
-// readShared is read under a shared grant (SharedHeader).
-func (r *httpRegister) readShared(ctx context.Context, l guarded) (int64, string) {
-	return r.get(ctx, l, true)
-}
-
-func (r *httpRegister) get(ctx context.Context, l guarded, shared bool) (int64, string) {
-	code, body, err := r.do(ctx, http.MethodGet, l.Token(), "", shared)
-	switch {
-	case err != nil:
-		return 0, "err"
-	case code == http.StatusConflict:
-		return 0, "stale"
-	case code != http.StatusOK:
-		return 0, "err"
-	}
-	v, err := strconv.ParseInt(body, 10, 64)
-	if err != nil {
-		return 0, "err"
-	}
-	return v, "ok"
-}
-
-func (r *httpRegister) write(ctx context.Context, l guarded, v int64) string {
-	code, _, err := r.do(ctx, http.MethodPut, l.Token(), strconv.FormatInt(v, 10), false)
-	switch {
-	case err != nil:
-		return "unknown"
-	case code == http.StatusNoContent:
-		return "ok"
-	case code == http.StatusConflict:
-		return "stale"
-	}
-	return "unknown"
-}
-
-// etcdCounter is a counter kept in etcd at key, as "<value> <token>"; every
-// read and write is a Txn guarded by the grant.
-type etcdCounter struct {
-	cli *clientv3.Client
-	key string
-}
-
-// parseCounter parses a counter value "<value> <token>" ("" is 0).
-func parseCounter(b []byte) (v int64, tok etcdlock.Token, err error) {
-	if len(b) == 0 {
-		return 0, 0, nil
-	}
-	vs, ts, ok := strings.Cut(string(b), " ")
-	if !ok {
-		return 0, 0, fmt.Errorf("counter value %q", b)
-	}
-	if v, err = strconv.ParseInt(vs, 10, 64); err != nil {
-		return 0, 0, err
-	}
-	tok, err = etcdlock.ParseToken(ts)
-	return v, tok, err
-}
-
-func (c *etcdCounter) read(ctx context.Context, l guarded) (int64, string) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	resp, err := c.cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpGet(c.key)).Commit()
-	switch {
-	case err != nil:
-		return 0, "err"
-	case !resp.Succeeded:
-		return 0, "stale"
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return 0, "ok"
-	}
-	v, _, err := parseCounter(kvs[0].Value)
-	if err != nil {
-		return 0, "err"
-	}
-	return v, "ok"
-}
-
-func (c *etcdCounter) write(ctx context.Context, l guarded, v int64) string {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	resp, err := c.cli.Txn(ctx).If(l.Guard()).
-		Then(clientv3.OpPut(c.key, fmt.Sprintf("%d %d", v, l.Token()))).Commit()
-	switch {
-	case err != nil:
-		return "unknown"
-	case !resp.Succeeded:
-		return "stale"
-	}
-	return "ok"
 }
 
 // sleepCtx waits d or until ctx ends.
