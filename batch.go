@@ -78,6 +78,7 @@ type batcher struct {
 	mu       sync.Mutex
 	pending  []*batchCall   // not yet sent, oldest first
 	waiting  map[string]int // queue dir -> its writes in pending
+	flying   map[string]int // queue dir -> its writes in flight
 	inflight int            // batches in flight
 	stopped  bool
 	maxOps   int // writes per batch; shrinks when the server refuses
@@ -101,17 +102,18 @@ type batchCall struct {
 }
 
 func newBatcher(k *keeper) *batcher {
-	return &batcher{k: k, waiting: map[string]int{}, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
+	return &batcher{k: k, waiting: map[string]int{}, flying: map[string]int{}, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
 }
 
 // do sends op and returns its answer: at once, from this goroutine, when no
 // batch is in flight; else in the next batch, unless a write of its queue
-// already waits for it: then alone, at once. Never two writes of one queue
-// in a batch: all keys created in one Txn share its revision, so two grants
+// is in flight or waits for the next batch: then alone, at once. Never two
+// writes of one queue in a batch: all keys created in one Txn share its revision, so two grants
 // of one name would carry equal tokens and tie in the queue's order; and a
 // release and the next enqueue of a reused slot name write the same key,
-// which etcd refuses in one Txn. (Sent alone, a hot lock's writes do not
-// wait for each other's batches either.) When ctx ends
+// which etcd refuses in one Txn. (Sent alone, a hot lock's writes, its
+// release and the waiters' enqueues, do not wait for each other's batches
+// either: the hand-off is not delayed.) When ctx ends
 // before op was sent, it is never sent (ctx's error); after, its outcome is
 // unknown. It returns errBatcherStopped, without sending, once the batcher
 // stopped.
@@ -122,17 +124,19 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		b.mu.Unlock()
 		return nil, errBatcherStopped
 	}
-	if b.waiting[op.dir] > 0 {
-		c.sent = true
+	if b.waiting[op.dir] > 0 || b.flying[op.dir] > 0 {
+		b.fly(c)
 		b.mu.Unlock()
 		b.send(ctx, []*batchCall{c})
+		b.landed([]*batchCall{c})
 		return c.resp, c.err
 	}
 	if b.inflight == 0 && len(b.pending) == 0 {
 		b.inflight++
-		c.sent = true
+		b.fly(c)
 		b.mu.Unlock()
 		b.send(ctx, []*batchCall{c})
+		b.landed([]*batchCall{c})
 		b.idle()
 		return c.resp, c.err
 	}
@@ -194,8 +198,26 @@ func (b *batcher) run(ctx context.Context) {
 			go func() {
 				defer sends.Done()
 				b.send(ctx, batch)
+				b.landed(batch)
 				b.idle()
 			}()
+		}
+	}
+}
+
+// fly marks c sent, in flight. b.mu is held.
+func (b *batcher) fly(c *batchCall) {
+	c.sent = true
+	b.flying[c.op.dir]++
+}
+
+// landed counts the writes of batch out of flight.
+func (b *batcher) landed(batch []*batchCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range batch {
+		if b.flying[c.op.dir]--; b.flying[c.op.dir] <= 0 {
+			delete(b.flying, c.op.dir)
 		}
 	}
 }
@@ -245,8 +267,8 @@ func (b *batcher) take() []*batchCall {
 		if len(batch) < b.maxOps && (len(batch) == 0 || size+c.size <= b.maxBytes) {
 			batch = append(batch, c)
 			size += c.size
-			c.sent = true
 			b.unwait(c)
+			b.fly(c)
 			continue
 		}
 		rest = append(rest, c)
