@@ -367,14 +367,10 @@ func (w *worker) lockErr(s *etcdlock.Session, err error) {
 	}
 }
 
-// sleepCtx waits d or until ctx ends.
+// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	<-sctx.Done()
+	return ctx.Err() == nil
 }
