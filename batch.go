@@ -49,6 +49,11 @@ func (op txnOp) size() int {
 	return n
 }
 
+// send sends op alone, as a Txn of its own on kv.
+func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse, error) {
+	return kv.Txn(ctx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+}
+
 // commit sends op: on a first attempt through the client's batcher (when
 // the session batches), else as a Txn of its own, over the leader's
 // connection unless retry (see attempt).
@@ -62,7 +67,7 @@ func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.T
 	}
 	actx, kv, done := s.attempt(ctx, retry)
 	defer done()
-	resp, err := kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+	resp, err := op.send(actx, kv)
 	s.observer().Batched(1)
 	return resp, err
 }
@@ -323,8 +328,7 @@ func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.Txn
 		kv = lc.kv
 	}
 	if len(batch) == 1 {
-		op := batch[0].op
-		return kv.Txn(actx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+		return batch[0].op.send(actx, kv)
 	}
 	ops := make([]clientv3.Op, len(batch))
 	for i, c := range batch {
