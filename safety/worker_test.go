@@ -105,7 +105,7 @@ func runWorker(role string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cli, err := clientv3.New(workerClientConfig(strings.Split(os.Getenv(envEndpoints), ",")))
+	cli, err := clientv3.New(workerClientConfig(strings.Split(os.Getenv(envEndpoints), ","), role))
 	if err != nil {
 		return fail(err)
 	}
@@ -148,12 +148,17 @@ const workerKeepAlive = holdMax + 5*time.Second
 
 // workerClientConfig is embedtest's client configuration (Cluster.ClientConfig),
 // rebuilt in the child from the endpoints, with a keepalive time of
-// workerKeepAlive.
-func workerClientConfig(endpoints []string) clientv3.Config {
+// workerKeepAlive; the guarded-etcd cell's workers keep embedtest's 2 s (its
+// resource is etcd itself: a held path kept in rotation starves it).
+func workerClientConfig(endpoints []string, role string) clientv3.Config {
+	keepAlive := workerKeepAlive
+	if role == roleEtcd {
+		keepAlive = 2 * time.Second
+	}
 	return clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    workerKeepAlive,
+		DialKeepAliveTime:    keepAlive,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
