@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/etcdlock/etcdlock"
@@ -68,21 +69,17 @@ func (a *app) brk(name string) error {
 	})
 }
 
-// breakHolder deletes h's key and says so; ok is false if h released it
-// meanwhile.
+// breakHolder deletes h's grant (etcdlock.Break: guarded by its token, so
+// a later grant under the same key name is never touched) and says so; ok
+// is false if h released it meanwhile.
 func (a *app) breakHolder(ctx context.Context, cli *clientv3.Client, name string, h etcdlock.Entry) (ok bool, err error) {
-	// A session reuses its key names: delete only this grant's generation
-	// of the key (its create revision is the token Describe reported).
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(h.Key), "=", int64(h.Token))).
-		Then(clientv3.OpDelete(h.Key)).
-		Commit()
-	if err != nil {
-		return false, exitf(exitUsage, "break %q: delete %s: %s", name, h.Key, errText(err))
-	}
-	if !resp.Succeeded {
+	err = etcdlock.Break(ctx, cli, name, h.Token)
+	switch {
+	case errors.Is(err, etcdlock.ErrNotHeld):
 		a.logf("the holder of %q with token %d released it meanwhile: nothing to break there", name, h.Token)
 		return false, nil
+	case err != nil:
+		return false, exitf(exitUsage, "break %q: delete %s: %s", name, h.Key, errText(err))
 	}
 	fmt.Fprintf(a.stdout, "broke %q: deleted key %s (token %d, lease %s, identity %q); the lease was left alone\n",
 		name, h.Key, h.Token, leaseHex(h.Lease), h.Identity)
