@@ -40,6 +40,10 @@ var (
 	// ErrKindMismatch is returned when a name is already used by another kind
 	// of recipe (or by a semaphore of another size).
 	ErrKindMismatch = errors.New("etcdlock: kind mismatch")
+	// ErrAlreadyDone is returned by RunOnce and TryRunOnce when the name's
+	// completion record already holds the run's id or a later one: fn was
+	// not called.
+	ErrAlreadyDone = errors.New("etcdlock: already done")
 )
 
 // Error is the error of an operation of the package: on a named lock,

@@ -5,6 +5,7 @@ package etcdlock
 //
 //	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>
 //	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go)
+//	etcdlock/<escaped name>%!done            the name's completion record (once.go)
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
@@ -234,4 +235,17 @@ func BarrierPrefix(name string) (string, error) {
 		return "", err
 	}
 	return keyRoot + escapeName(name) + barrierEnd, nil
+}
+
+// OnceKey returns the etcd key of the completion record of name, which
+// Mutex.RunOnce reads and writes: "etcdlock/<escaped name>%!done". It has no
+// lease (it outlives the sessions that write it), and no queue read, List or
+// Describe sees it. A role limited to one name that uses RunOnce needs
+// readwrite on it too. It returns an error wrapping ErrInvalidName for an
+// invalid name.
+func OnceKey(name string) (string, error) {
+	if err := validateName(name); err != nil {
+		return "", err
+	}
+	return onceKey(name), nil
 }

@@ -1,0 +1,157 @@
+package etcdlock
+
+// This file holds the completion record of a name: a job that runs at most
+// once per run id among the runs that complete (RunOnce).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// onceKey is the completion record of name: "etcdlock/<escaped>%!done".
+// It is outside the queue's range "etcdlock/<escaped>%/" (an escaped name
+// never contains "%!"), so no queue read, watch, Describe or List sees it,
+// and it has no lease: it outlives the sessions that wrote it.
+func onceKey(name string) string { return keyRoot + escapeName(name) + "%!done" }
+
+// onceRecord is the JSON value of a completion record.
+type onceRecord struct {
+	V        int    `json:"v"`
+	ID       string `json:"id"`       // the last completed run's id
+	Token    Token  `json:"token"`    // the grant that recorded it
+	Identity string `json:"identity"` // the recording session's identity
+	At       string `json:"at"`       // when, by the recording client's clock (RFC 3339)
+}
+
+// Done reports whether the completion record of the lock's name already
+// holds id or an id that sorts after it (byte order), that is, whether a run
+// of id, or of a later id, completed. Ids must therefore sort in the order
+// of the runs: ISO dates such as 2026-12-02, or zero-padded counters. It
+// returns an error wrapping ErrInvalidArgument for an empty id or a record
+// that etcdlock did not write, and the read's error (wrapping ctx's)
+// otherwise. The read is linearizable: under the grant, no later holder can
+// have recorded anything yet, and every earlier holder's record is seen.
+// Done does not use the grant itself; it is only meaningful while holding.
+func (l *Lock) Done(ctx context.Context, id string) (bool, error) {
+	q := l.w.q
+	if id == "" {
+		return false, q.opError("done", fmt.Errorf("%w: empty run id", ErrInvalidArgument))
+	}
+	resp, err := q.s.cli.Get(ctx, onceKey(q.name))
+	if err != nil {
+		return false, q.opError("done", ctxErr(ctx, err))
+	}
+	if len(resp.Kvs) == 0 {
+		return false, nil
+	}
+	var rec onceRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil || rec.V != 1 {
+		return false, q.opError("done", fmt.Errorf("%w: the completion record %s holds %q, not a record of etcdlock",
+			ErrInvalidArgument, onceKey(q.name), resp.Kvs[0].Value))
+	}
+	return rec.ID >= id, nil
+}
+
+// MarkDone records id as the last completed run of the lock's name,
+// guarded by the grant: the write is applied only while this grant is
+// current, so a holder that lost the lock (its lease expired while it was
+// paused, or it was broken) records nothing, and the next holder's Done
+// sees every record made before it was granted. It returns nil once
+// recorded; an error wrapping ErrNotHeld (and the loss cause, when known)
+// if the grant had ended; ErrInvalidArgument for an empty id; and the
+// write's error (wrapping ctx's) otherwise, after which the record may or
+// may not have been written (only ever by this grant).
+func (l *Lock) MarkDone(ctx context.Context, id string) error {
+	q := l.w.q
+	if id == "" {
+		return q.opError("mark done", fmt.Errorf("%w: empty run id", ErrInvalidArgument))
+	}
+	rec, err := json.Marshal(onceRecord{V: 1, ID: id, Token: l.Token(), Identity: q.s.identity,
+		At: time.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		return q.opError("mark done", err)
+	}
+	resp, err := q.s.cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpPut(onceKey(q.name), string(rec))).Commit()
+	if err != nil {
+		return q.opError("mark done", ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		lost := ErrNotHeld
+		if cause := context.Cause(l.w.ctx); cause != nil && !errors.Is(cause, ErrReleased) {
+			lost = fmt.Errorf("%w: %w", ErrNotHeld, cause)
+		}
+		return q.opError("mark done", lost)
+	}
+	return nil
+}
+
+// RunOnce runs fn at most once per id among the runs that complete. It
+// takes the lock (waiting in FIFO order, as Lock), reads the name's
+// completion record (Done), and if that holds id or a later id it releases
+// and returns an error wrapping ErrAlreadyDone without calling fn.
+// Otherwise it calls fn with the grant's context (ended on loss, see
+// Lock.Context) and the grant, and if fn returns nil it records id, guarded
+// by the grant (MarkDone), then releases.
+//
+// A run that crashes, fails (fn's error is returned as it is, and nothing is
+// recorded) or loses the lock before recording is run again by the next
+// caller with that id: a crash makes it at-least-once, and fn's work should
+// be fenced with the grant's token (Lock.Token, Lock.Guard) where a repeat
+// matters.
+// Only a completed run is exactly-once, and only while every caller uses the
+// same name and ids that sort in the order of the runs (see Done).
+//
+// RunOnce returns nil when fn ran and id was recorded and released; the
+// errors of Lock; ErrInvalidArgument for an empty id or a nil fn (before
+// taking anything); ErrAlreadyDone; fn's error; MarkDone's errors
+// (ErrNotHeld when the grant ended before the record); or the release's
+// error. It is safe for concurrent use.
+func (m *Mutex) RunOnce(ctx context.Context, id string, fn func(ctx context.Context, l *Lock) error) error {
+	return runOnce(ctx, m.name, id, fn, m.Lock)
+}
+
+// TryRunOnce is RunOnce with TryLock: when the lock is held or waited for it
+// returns an error wrapping ErrLocked at once, writes nothing and does not
+// call fn.
+func (m *Mutex) TryRunOnce(ctx context.Context, id string, fn func(ctx context.Context, l *Lock) error) error {
+	return runOnce(ctx, m.name, id, fn, m.TryLock)
+}
+
+// runOnce is RunOnce with take as the way to the grant.
+func runOnce(ctx context.Context, name, id string, fn func(context.Context, *Lock) error, take func(context.Context) (*Lock, error)) (err error) {
+	switch {
+	case id == "":
+		return newError("run once", name, fmt.Errorf("%w: empty run id", ErrInvalidArgument))
+	case fn == nil:
+		return newError("run once", name, fmt.Errorf("%w: nil function", ErrInvalidArgument))
+	}
+	l, err := take(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// A detached, bounded release: a canceled ctx must not keep the
+		// lock held; if it does not finish, the session's reaper does.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.w.q.s.revokeBound())
+		defer cancel()
+		if uerr := l.Unlock(rctx); err == nil {
+			err = uerr
+		}
+	}()
+	done, err := l.Done(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case done:
+		return newError("run once", name, fmt.Errorf("%w: run %q", ErrAlreadyDone, id))
+	}
+	if err := fn(l.Context(), l); err != nil {
+		return err
+	}
+	return l.MarkDone(ctx, id)
+}
