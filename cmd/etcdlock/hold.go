@@ -22,7 +22,10 @@ type grant struct {
 	token   etcdlock.Token
 	ctx     context.Context // canceled on loss (and release)
 	release func(context.Context) error
-	env     []string // more variables for the command
+	// complete, when set (--once), records the run before the release once
+	// the command exited 0 with the grant held throughout.
+	complete func(context.Context) error
+	env      []string // more variables for the command
 }
 
 // held is what withSession hands its body.
@@ -121,6 +124,10 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 				_ = a.release(h.s, g) // closing the session revokes the lease anyway
 			}
 			return interruptedWhile(sig, fmt.Sprintf("waiting for %s %q", what, name))
+		}
+		if errors.Is(err, errOnceDone) {
+			a.logf("%s: not running the command", err)
+			return nil
 		}
 		if err != nil {
 			return waitError(o, what, name, timedOut, err)

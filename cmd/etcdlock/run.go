@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
@@ -10,6 +12,7 @@ import (
 func (a *app) runCmd() *cobra.Command {
 	var o holdOpts
 	var rk recipe
+	var once string
 	cmd := &cobra.Command{
 		Use:   "run NAME [flags] -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock",
@@ -25,12 +28,23 @@ CMD gets SIGTERM at once and SIGKILL grace later. A CMD that writes shared
 state must pass $ETCDLOCK_TOKEN with its writes, and the resource must reject
 tokens lower than the highest it has seen.
 
-Exit codes: CMD's own (128+N if it died of signal N); 1 usage or connection
+With --once ID, CMD runs at most once per ID among the runs that complete:
+under the lock, etcdlock reads the name's completion record; if it holds ID
+or an ID that sorts after it (byte order: use ISO dates or zero-padded
+counters), etcdlock releases, says so on stderr and exits 0 without running
+CMD. Otherwise CMD runs, and if it exits 0 (and the lock was held
+throughout), ID is recorded, guarded by the grant, before the release. A CMD
+that fails, crashes or loses the lock records nothing, so the next run of ID
+runs it again (at least once after a crash).
+
+Exit codes: CMD's own (128+N if it died of signal N), or 0 when --once found
+ID done; 1 usage or connection
 error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
 124 --wait ran out; 125 lock lost (or its lease not renewed in time, so
 etcdlock terminated CMD) while CMD ran; 126 CMD not runnable; 127 CMD not
 found; 128+N interrupted by signal N while waiting (no key left).`,
-		Example: `  etcdlock run billing/nightly --wait 1h -- /opt/billing/run --date today
+		Example: `  etcdlock run billing/nightly --once "$(date -u +%F)" --wait 1h -- /opt/billing/run   # in every machine's crontab: once a day
+  etcdlock run billing/nightly --wait 1h -- /opt/billing/run --date today
   etcdlock run deploy --wait 0 -- ./deploy.sh    # only if nobody holds or waits
   etcdlock run encoders --semaphore 4 -- ./encode.sh   # at most 4 at once
   etcdlock run db/schema --read -- ./report.sh    # readers share; "--write" excludes them
@@ -39,15 +53,16 @@ found; 128+N interrupted by signal N while waiting (no key left).`,
 			_, _, err := splitAtDash(cmd, args, []string{"NAME"}, true)
 			return err
 		},
-		RunE: func(cmd *cobra.Command, args []string) error { return a.run(cmd, args, &o, &rk) },
+		RunE: func(cmd *cobra.Command, args []string) error { return a.run(cmd, args, &o, &rk, once) },
 	}
 	o.register(cmd.Flags(), true)
 	rk.register(cmd.Flags())
+	cmd.Flags().StringVar(&once, "once", "", "run CMD at most once per this run id among the runs that complete (exit 0 without running it if done)")
 	return cmd
 }
 
 // run checks run's arguments and flags, then holds the lock and runs CMD.
-func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe) error {
+func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, once string) error {
 	before, argv, _ := splitAtDash(cmd, args, []string{"NAME"}, true)
 	name := before[0]
 	if err := checkName(cmd, name); err != nil {
@@ -63,11 +78,42 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe) er
 	if err := rk.check(cmd); err != nil {
 		return err
 	}
+	onceSet := cmd.Flags().Changed("once")
+	switch {
+	case onceSet && once == "":
+		return usagef(cmd, "--once must not be empty")
+	case onceSet && (rk.semaphore > 0 || rk.read):
+		return usagef(cmd, "--once needs an exclusive lock: not with --semaphore or --read")
+	}
 	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session) (*grant, error) {
 		l, err := rk.take(ctx, s, name, o.waitSet && o.wait == 0)
 		if err != nil {
 			return nil, err
 		}
-		return &grant{what: "lock", name: name, key: l.Key(), token: l.Token(), ctx: l.Context(), release: l.Unlock}, nil
+		g := &grant{what: "lock", name: name, key: l.Key(), token: l.Token(), ctx: l.Context(), release: l.Unlock}
+		if onceSet {
+			return onceGrant(ctx, g, l, once)
+		}
+		return g, nil
 	})
 }
+
+// onceGrant makes g a --once grant: it fails with errOnceDone (g released)
+// when id is already done, and records id on the command's success.
+func onceGrant(ctx context.Context, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
+	done, err := l.Done(ctx, id)
+	if err == nil && done {
+		err = fmt.Errorf("%w: run %q of %q", errOnceDone, id, g.name)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRelease)
+		defer cancel()
+		_ = l.Unlock(rctx) // if it does not finish, closing the session revokes the lease
+		return nil, err
+	}
+	g.complete = func(ctx context.Context) error { return l.MarkDone(ctx, id) }
+	return g, nil
+}
+
+// errOnceDone: the --once run id is already done.
+var errOnceDone = errors.New("already done")

@@ -119,10 +119,23 @@ func lossText(cause error) string {
 // out before the session itself noticed.
 var errLeaseRanOut = errors.New("the session could not renew its lease before it ran out")
 
+// succeeded reports whether the command exited 0.
+func succeeded(c *exec.Cmd) bool {
+	return c.ProcessState != nil && c.ProcessState.Success()
+}
+
+// complete records g's run (--once), bounded as a release is.
+func (a *app) complete(s *etcdlock.Session, g *grant) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.TTL(), maxRelease))
+	defer cancel()
+	return g.complete(ctx)
+}
+
 // finish releases g after the command ended and returns etcdlock's exit:
 // 125 if g was lost while the command ran or etcdlock had to terminate the
 // command because the lease was running out (terminated), else the
-// command's status.
+// command's status. With --once, a command that exited 0 with g held
+// throughout has its run recorded first (grant.complete).
 func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, werr, lossCause error, terminated bool) error {
 	if lossCause == nil && g.ctx.Err() != nil {
 		lossCause = context.Cause(g.ctx)
@@ -130,7 +143,12 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, w
 	if lossCause == nil && !time.Now().Before(s.ValidUntil()) {
 		lossCause = errLeaseRanOut // no release: the lease may be gone, and etcd unreachable
 	}
-	var rerr error
+	var rerr, cerr error
+	if lossCause == nil && !terminated && g.complete != nil && succeeded(c) {
+		if cerr = a.complete(s, g); errors.Is(cerr, etcdlock.ErrNotHeld) {
+			lossCause, cerr = cerr, nil // lost before the record: not recorded
+		}
+	}
 	if lossCause == nil {
 		rerr = a.release(s, g)
 		if errors.Is(rerr, etcdlock.ErrNotHeld) {
@@ -150,6 +168,8 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, w
 	case terminated:
 		return exitf(exitLost, "the session could not renew the lease of %s %q in time, so etcdlock terminated the command; %s; exiting %d",
 			g.what, g.name, describeExit(argv0, how), exitLost)
+	case cerr != nil:
+		return exitf(exitUsage, "the command succeeded, but etcdlock could not record the run, so it may run again: %s", libErr(cerr))
 	case rerr != nil:
 		a.logf("warning: could not release %s %q (%s); revoking the session's lease frees it", g.what, g.name, libErr(rerr))
 	}
