@@ -133,7 +133,7 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 			return waitError(o, what, name, timedOut, err)
 		}
 		g.env = append(g.env, "ETCDLOCK_NAME="+name, "ETCDLOCK_KEY="+g.key, "ETCDLOCK_TOKEN="+g.token.String())
-		return a.supervise(h.s, g, path, argv, o.grace, h.sigs)
+		return a.supervise(h.s, g, path, argv, o, h.sigs)
 	})
 }
 

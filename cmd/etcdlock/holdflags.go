@@ -15,6 +15,7 @@ type holdOpts struct {
 	grace       time.Duration
 	identity    string
 	metricsAddr string
+	maxRuntime  time.Duration // run only; 0: no cap
 }
 
 // The defaults and bounds of the hold flags.
@@ -35,6 +36,9 @@ func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
 	f.Lookup("grace").DefValue = "5s or TTL/2, whichever is smaller"
 	f.StringVar(&o.identity, "identity", "", `identity stored with the key, shown by status (default "hostname/pid")`)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the session's health on /healthz at this address (host:port)")
+	if forLock {
+		f.DurationVar(&o.maxRuntime, "max-runtime", 0, "cap the command's run: SIGTERM to it at this time after its start, SIGKILL --grace later, then release and exit 124 (default: no cap)")
+	}
 }
 
 // check validates the flags; zeroWait says whether --wait 0 is allowed.
@@ -51,6 +55,8 @@ func (o *holdOpts) check(cmd *cobra.Command, zeroWait bool) error {
 		return usagef(cmd, "--grace must not be negative, not %v", o.grace)
 	case o.grace > o.ttl/2:
 		return usagef(cmd, "--grace %v must be at most half the TTL (%v)", o.grace, o.ttl/2)
+	case o.maxRuntime < 0 || (f.Changed("max-runtime") && o.maxRuntime == 0):
+		return usagef(cmd, "--max-runtime must be positive, not %v", o.maxRuntime)
 	case o.waitSet && o.wait < 0:
 		return usagef(cmd, "--wait must not be negative, not %v", o.wait)
 	case o.waitSet && o.wait == 0 && !zeroWait:

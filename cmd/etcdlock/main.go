@@ -69,7 +69,9 @@
 //	       etcdlock's line on stderr says which: etcdlock's own errors start
 //	       with "etcdlock: " and name the problem, and a CMD that exits
 //	       non-zero gets "etcdlock: command ... exited with status N"
-//	124    --wait ran out before the lock was granted
+//	124    a time limit ran out: --wait before the lock was granted, or
+//	       --max-runtime while CMD ran (CMD got SIGTERM, then SIGKILL
+//	       --grace later, and the lock was released); stderr says which
 //	125    the lock (or leadership) was lost while CMD ran (or after the
 //	       grant, before CMD started: CMD is not started then), or its
 //	       lease could not be renewed in time and etcdlock terminated CMD
@@ -107,7 +109,8 @@ import (
 // Exit codes reserved by etcdlock (see the package documentation).
 const (
 	exitUsage       = 1
-	exitWaitTimeout = 124
+	exitWaitTimeout = 124 // --wait ran out
+	exitTimeLimit   = 124 // --max-runtime ran out (timeout(1)'s code, as for --wait)
 	exitLost        = 125
 	exitNotRunnable = 126
 	exitNotFound    = 127
@@ -187,7 +190,7 @@ and waits for a lock (status, ls), takes part in or watches a leader election
 (elect, observe) and breaks a stuck lock (break).
 
 Exit codes of run and elect: the command's own (128+N if it died of signal N);
-1 usage or connection error; 124 --wait ran out; 125 lock or leadership lost
+1 usage or connection error; 124 --wait or --max-runtime ran out; 125 lock or leadership lost
 (or not renewed in time) while the command ran; 126 command not runnable;
 127 command not found; 128+N etcdlock got signal N while waiting (no key left).`,
 		SilenceErrors:      true,

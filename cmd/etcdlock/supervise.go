@@ -14,7 +14,8 @@ import (
 // supervise runs argv while g is held, as the package documentation says:
 // it forwards signals, terminates the command when the lease runs out or g
 // is lost, and releases g when the command exits.
-func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []string, grace time.Duration, sigs <-chan os.Signal) error {
+func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []string, o *holdOpts, sigs <-chan os.Signal) error {
+	grace := o.grace
 	if err := a.awaitFreshLease(s, g, grace, sigs); err != nil {
 		return err
 	}
@@ -35,14 +36,18 @@ func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []strin
 		_ = a.release(s, g) // closing the session revokes the lease anyway
 		return startError(argv[0], err)
 	}
-	r := child.Supervise(supervise.Config{
+	cfg := supervise.Config{
 		Grace:      grace,
 		ValidUntil: s.ValidUntil,
 		Grant:      g.ctx,
 		Signals:    sigs,
-		Notify:     func(ev supervise.Event) { a.logEscalation(g, grace, ev) },
-	})
-	return a.finish(s, g, c, argv[0], r.Err, r.LossCause, r.Terminated)
+		Notify:     func(ev supervise.Event) { a.logEscalation(g, o, ev) },
+	}
+	if o.maxRuntime > 0 {
+		cfg.Deadline = time.Now().Add(o.maxRuntime)
+	}
+	r := child.Supervise(cfg)
+	return a.finish(s, g, c, argv[0], r)
 }
 
 // awaitFreshLease keeps the command from starting on a lease that is about
@@ -75,8 +80,13 @@ func (a *app) lostBeforeStart(s *etcdlock.Session, g *grant) error {
 var beforeStart = func(g *grant) {}
 
 // logEscalation says why the command is being terminated.
-func (a *app) logEscalation(g *grant, grace time.Duration, ev supervise.Event) {
+func (a *app) logEscalation(g *grant, o *holdOpts, ev supervise.Event) {
+	grace := o.grace
 	switch {
+	case ev.Kind == supervise.Capped && ev.Terminating:
+		a.logf("the command ran past --max-runtime %v", o.maxRuntime)
+	case ev.Kind == supervise.Capped:
+		a.logf("the command ran past --max-runtime %v: sending SIGTERM to it, SIGKILL in %v", o.maxRuntime, grace)
 	case ev.Kind == supervise.LeaseRunningOut:
 		a.logf("the session could not renew its lease, which runs out in %v: sending SIGTERM to the command, SIGKILL when it runs out",
 			ev.Left.Round(time.Millisecond))
@@ -136,7 +146,8 @@ func (a *app) complete(s *etcdlock.Session, g *grant) error {
 // command because the lease was running out (terminated), else the
 // command's status. With --once, a command that exited 0 with g held
 // throughout has its run recorded first (grant.complete).
-func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, werr, lossCause error, terminated bool) error {
+func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, r supervise.Result) error {
+	werr, lossCause, terminated := r.Err, r.LossCause, r.Terminated && !r.Capped
 	if lossCause == nil && g.ctx.Err() != nil {
 		lossCause = context.Cause(g.ctx)
 	}
@@ -144,7 +155,7 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, w
 		lossCause = errLeaseRanOut // no release: the lease may be gone, and etcd unreachable
 	}
 	var rerr, cerr error
-	if lossCause == nil && !terminated && g.complete != nil && succeeded(c) {
+	if lossCause == nil && !r.Terminated && g.complete != nil && succeeded(c) {
 		if cerr = a.complete(s, g); errors.Is(cerr, etcdlock.ErrNotHeld) {
 			lossCause, cerr = cerr, nil // lost before the record: not recorded
 		}
@@ -165,6 +176,12 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, w
 	case lossCause != nil:
 		return exitf(exitLost, "%s %q was lost while the command ran (%s); %s; exiting %d",
 			g.what, g.name, lossText(lossCause), describeExit(argv0, how), exitLost)
+	case r.Capped:
+		if rerr != nil {
+			a.logf("warning: could not release %s %q (%s); revoking the session's lease frees it", g.what, g.name, libErr(rerr))
+		}
+		return exitf(exitTimeLimit, "the command ran past --max-runtime and was terminated; %s; exiting %d",
+			describeExit(argv0, how), exitTimeLimit)
 	case terminated:
 		return exitf(exitLost, "the session could not renew the lease of %s %q in time, so etcdlock terminated the command; %s; exiting %d",
 			g.what, g.name, describeExit(argv0, how), exitLost)

@@ -20,8 +20,10 @@ type situation struct {
 	now        time.Time
 	validUntil time.Time // the session's conservative estimate of the lease's end
 	grace      time.Duration
+	deadline   time.Time // the cap on the run time; zero for none
 	cause      error     // the loss cause, set with trigger lost
 	lostAt     time.Time // zero until the grant is lost
+	capped     bool      // the deadline passed: reported, and escalating as a loss
 	termSent   bool
 	killSent   bool
 }
@@ -55,8 +57,9 @@ type plan struct {
 // killPlan decides what to do about s. While the grant is held, SIGTERM is
 // due at validUntil-grace and SIGKILL at validUntil. Once it is lost,
 // SIGTERM is due at once and SIGKILL grace later, or at validUntil if that
-// comes first. Each signal is sent once. It is pure: it reads nothing but
-// s.
+// comes first. A deadline (the cap on the run time) is a loss at that time:
+// SIGTERM then, SIGKILL grace later, whichever comes first. Each signal is
+// sent once. It is pure: it reads nothing but s.
 func killPlan(s situation) plan {
 	p := plan{after: s, wake: -1}
 	switch s.trigger {
@@ -70,6 +73,10 @@ func killPlan(s situation) plan {
 			p.after.lostAt = s.now
 			p.add(step{act: report, event: Event{Kind: Lost, Cause: s.cause, Terminating: s.termSent}})
 		}
+	}
+	if !s.deadline.IsZero() && !s.capped && !s.now.Before(s.deadline) {
+		p.after.capped = true
+		p.add(step{act: report, event: Event{Kind: Capped, Terminating: s.termSent}})
 	}
 	p.escalate()
 	return p
@@ -86,9 +93,17 @@ func (p *plan) escalate() {
 			killAt = end
 		}
 	}
+	if !s.deadline.IsZero() {
+		if s.deadline.Before(termAt) {
+			termAt = s.deadline
+		}
+		if end := s.deadline.Add(s.grace); end.Before(killAt) {
+			killAt = end
+		}
+	}
 	if !s.termSent && !s.now.Before(termAt) {
 		s.termSent = true
-		if held {
+		if held && !s.capped {
 			p.add(step{act: report, event: Event{Kind: LeaseRunningOut, Left: s.validUntil.Sub(s.now)}})
 		}
 		p.add(step{act: term})

@@ -19,18 +19,23 @@ func lostEv(terminating bool) step {
 	return step{act: report, event: Event{Kind: Lost, Cause: errBroken, Terminating: terminating}}
 }
 
+func capEv(terminating bool) step {
+	return step{act: report, event: Event{Kind: Capped, Terminating: terminating}}
+}
+
 func leaseEv(left time.Duration) step {
 	return step{act: report, event: Event{Kind: LeaseRunningOut, Left: left}}
 }
 
 // killPlanCases are situations and what killPlan must make of them.
 var killPlanCases = []struct {
-	name  string
-	in    situation
-	steps []step
-	wake  time.Duration
-	term  bool // termSent after the plan
-	kill  bool // killSent after the plan
+	name   string
+	in     situation
+	steps  []step
+	wake   time.Duration
+	term   bool // termSent after the plan
+	kill   bool // killSent after the plan
+	capped bool // capped after the plan
 }{
 	{
 		name: "held, lease fresh: sleep until SIGTERM is due",
@@ -116,6 +121,36 @@ var killPlanCases = []struct {
 		wake: -1, term: true, kill: true,
 	},
 	{
+		name: "deadline ahead of the lease: sleep until it",
+		in:   situation{trigger: tick, now: t0, validUntil: t0.Add(10 * sec), grace: 3 * sec, deadline: t0.Add(2 * sec)},
+		wake: 2 * sec,
+	},
+	{
+		name:  "deadline reached: report, SIGTERM, SIGKILL grace later",
+		in:    situation{trigger: tick, now: t0, validUntil: t0.Add(10 * sec), grace: 3 * sec, deadline: t0},
+		steps: []step{capEv(false), {act: term}},
+		wake:  3 * sec, term: true, capped: true,
+	},
+	{
+		name: "deadline's grace elapsed: SIGKILL",
+		in: situation{trigger: tick, now: t0.Add(3 * sec), validUntil: t0.Add(10 * sec), grace: 3 * sec, deadline: t0,
+			capped: true, termSent: true},
+		steps: []step{killEv, {act: kill}},
+		wake:  -1, term: true, kill: true, capped: true,
+	},
+	{
+		name:  "deadline with the lease ending first: SIGKILL at the lease's end",
+		in:    situation{trigger: tick, now: t0, validUntil: t0.Add(sec), grace: 3 * sec, deadline: t0},
+		steps: []step{capEv(false), {act: term}},
+		wake:  sec, term: true, capped: true,
+	},
+	{
+		name:  "deadline after SIGTERM for the lease: report only",
+		in:    situation{trigger: tick, now: t0, validUntil: t0.Add(2 * sec), grace: 3 * sec, deadline: t0, termSent: true},
+		steps: []step{capEv(true)},
+		wake:  2 * sec, term: true, capped: true,
+	},
+	{
 		name:  "child exited: finish, whatever else is due",
 		in:    situation{trigger: exited, now: t0, validUntil: t0.Add(-sec), grace: 3 * sec},
 		steps: []step{{act: finish}},
@@ -134,8 +169,9 @@ func TestKillPlan(t *testing.T) {
 			if p.wake != tc.wake {
 				t.Errorf("wake %v, want %v", p.wake, tc.wake)
 			}
-			if p.after.termSent != tc.term || p.after.killSent != tc.kill {
-				t.Errorf("after: termSent %v killSent %v, want %v %v", p.after.termSent, p.after.killSent, tc.term, tc.kill)
+			if p.after.termSent != tc.term || p.after.killSent != tc.kill || p.after.capped != tc.capped {
+				t.Errorf("after: termSent %v killSent %v capped %v, want %v %v %v",
+					p.after.termSent, p.after.killSent, p.after.capped, tc.term, tc.kill, tc.capped)
 			}
 		})
 	}

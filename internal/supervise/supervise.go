@@ -29,6 +29,9 @@ type Config struct {
 	// Notify, if not nil, is told about each escalation before it is
 	// carried out, from Supervise's goroutine.
 	Notify func(Event)
+	// Deadline, if not zero, caps the run: SIGTERM at Deadline and SIGKILL
+	// Grace later (earlier if the lease or the grant ends first).
+	Deadline time.Time
 }
 
 // EventKind says what an Event reports; it is a plain value, safe to copy
@@ -45,6 +48,9 @@ const (
 	Lost
 	// Killing: SIGKILL goes to the child now.
 	Killing
+	// Capped: Config.Deadline passed; SIGTERM goes to the child now unless
+	// Event.Terminating says it already went, and SIGKILL grace later.
+	Capped
 )
 
 // Event is one escalation step Supervise reports to Config.Notify; it is a
@@ -53,7 +59,7 @@ type Event struct {
 	Kind        EventKind
 	Left        time.Duration // LeaseRunningOut: time until ValidUntil
 	Cause       error         // Lost: the grant's loss cause
-	Terminating bool          // Lost: SIGTERM was already sent for the lease
+	Terminating bool          // Lost, Capped: SIGTERM was already sent
 }
 
 // Result is how a supervised child ended; it is a plain value, safe to
@@ -66,17 +72,19 @@ type Result struct {
 	LossCause error
 	// Terminated says Supervise sent SIGTERM or SIGKILL.
 	Terminated bool
+	// Capped says Config.Deadline passed while the child ran.
+	Capped bool
 }
 
 // Supervise waits for the child to exit and returns how it ended. Meanwhile
 // it forwards cfg.Signals to the child's group and escalates: while the
 // grant is held, SIGTERM at ValidUntil-Grace and SIGKILL at ValidUntil;
 // once it is lost, SIGTERM at once and SIGKILL Grace later (or at
-// ValidUntil, if that comes first). It always succeeds: the child's own
+// ValidUntil, if that comes first); at cfg.Deadline, as for a loss. It always succeeds: the child's own
 // failure is in Result.Err. It must be called at most once per Child.
 func (c *Child) Supervise(cfg Config) Result {
 	lostCh := cfg.Grant.Done()
-	s := situation{trigger: tick, grace: cfg.Grace}
+	s := situation{trigger: tick, grace: cfg.Grace, deadline: cfg.Deadline}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
@@ -88,7 +96,7 @@ func (c *Child) Supervise(cfg Config) Result {
 		p := killPlan(s)
 		s = p.after
 		if c.carryOut(p.steps, sig, cfg.Notify) {
-			return Result{Err: werr, LossCause: s.cause, Terminated: s.termSent || s.killSent}
+			return Result{Err: werr, LossCause: s.cause, Terminated: s.termSent || s.killSent, Capped: s.capped}
 		}
 		if p.wake >= 0 {
 			timer.Reset(p.wake)
