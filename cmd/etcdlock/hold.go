@@ -90,6 +90,9 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 		ms.serve(s, a.logf)
 		a.stopMetrics = ms.stop
 	}
+	if s.TTL() > o.ttl {
+		a.logf("warning: etcd granted a TTL of %v, more than --ttl %v (its minimum): a dead holder's lock is free only after %v", s.TTL(), o.ttl, s.TTL())
+	}
 	return s, nil
 }
 
@@ -105,8 +108,13 @@ func (a *app) closeSession(s *etcdlock.Session) {
 	}
 }
 
-// taker takes the grant of run or elect within ctx.
-type taker func(ctx context.Context, s *etcdlock.Session) (*grant, error)
+// taker takes the grant of run or elect within ctx; with try (run only),
+// only if it is free, at once (ErrLocked otherwise, nothing written).
+type taker func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error)
+
+// freeGrant bounds the first look of a --wait shorter than it: a free lock
+// is granted in one round trip, however short --wait is.
+const freeGrant = 5 * time.Second
 
 // errWaitTimeout is the cause of a wait ended by --wait.
 var errWaitTimeout = errors.New("--wait ran out")
@@ -118,7 +126,7 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 		if err := a.precheck(h.sc.ctx, h.cli, name); err != nil {
 			return h.sc.failure(err, fmt.Sprintf("checking access to %q", name), interruptedWhile)
 		}
-		g, timedOut, err := waitFor(h, o, take)
+		g, timedOut, err := waitFor(h, o, what == "lock", take)
 		if sig := h.sc.signal(); sig != nil {
 			if g != nil {
 				_ = a.release(h.s, g) // closing the session revokes the lease anyway
@@ -138,15 +146,26 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 }
 
 // waitFor takes the grant, bounded by --wait; timedOut says --wait ran out.
-// It stops catching signals: from then on they are for the command.
-func waitFor(h *held, o *holdOpts, take taker) (g *grant, timedOut bool, err error) {
+// With canTry (run), a lock that is free is granted even when --wait is
+// shorter than the round trip: a positive --wait first tries (bounded by
+// freeGrant), then waits in the queue. With --wait 0 it only tries. It
+// stops catching signals: from then on they are for the command.
+func waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, timedOut bool, err error) {
+	defer h.sc.stop()
+	if canTry && o.waitSet && o.wait > 0 && o.wait < freeGrant {
+		tctx, cancel := context.WithTimeoutCause(h.sc.ctx, freeGrant, errWaitTimeout)
+		g, err = take(tctx, h.s, true)
+		cancel()
+		if !errors.Is(err, etcdlock.ErrLocked) {
+			return g, errors.Is(context.Cause(tctx), errWaitTimeout), err
+		}
+	}
 	wctx, cancel := h.sc.ctx, context.CancelFunc(func() {})
 	if o.waitSet && o.wait > 0 {
 		wctx, cancel = context.WithTimeoutCause(h.sc.ctx, o.wait, errWaitTimeout)
 	}
-	g, err = take(wctx, h.s)
-	cancel()
-	h.sc.stop()
+	defer cancel()
+	g, err = take(wctx, h.s, canTry && o.waitSet && o.wait == 0)
 	return g, errors.Is(context.Cause(wctx), errWaitTimeout), err
 }
 

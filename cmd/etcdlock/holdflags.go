@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +28,8 @@ const (
 )
 
 func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
-	f.DurationVar(&o.ttl, "ttl", defaultTTL, "session lease TTL (whole seconds, rounded up)")
+	o.ttl = defaultTTL
+	f.Var((*ttlFlag)(&o.ttl), "ttl", "session lease TTL, whole seconds: 10 or 10s (etcd's unit; the server may grant more, its minimum)")
 	waitHelp := "give up (exit 124) if not leading after this long (default: wait forever)"
 	if forLock {
 		waitHelp = "give up (exit 124) if the lock is not granted after this long; 0: only if free and nobody waits (default: wait forever)"
@@ -39,6 +42,28 @@ func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
 	if forLock {
 		f.DurationVar(&o.maxRuntime, "max-runtime", 0, "cap the command's run: SIGTERM to it at this time after its start, SIGKILL --grace later, then release and exit 124 (default: no cap)")
 	}
+}
+
+// ttlFlag is --ttl: whole seconds, as a bare integer (etcdctl's form, 10)
+// or a duration (10s, 1m).
+type ttlFlag time.Duration
+
+func (t *ttlFlag) String() string { return time.Duration(*t).String() }
+func (t *ttlFlag) Type() string   { return "duration" }
+
+func (t *ttlFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("want whole seconds such as 10 or 10s, not %q", s)
+	case d < time.Second || d%time.Second != 0:
+		return fmt.Errorf("want whole seconds of at least 1 (etcd's unit), not %v", d)
+	}
+	*t = ttlFlag(d)
+	return nil
 }
 
 // check validates the flags; zeroWait says whether --wait 0 is allowed.

@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	etcdlock run NAME [--ttl 10s] [--wait DURATION] [--grace 5s] -- CMD [ARGS...]
+//	etcdlock run NAME [--ttl 10s] [--wait DURATION] [--grace 5s] [--once ID] [--max-runtime D] -- CMD [ARGS...]
 //	etcdlock status NAME [-o table|json]
 //	etcdlock ls [PREFIX] [-o table|json]
 //	etcdlock elect NAME VALUE [-- CMD [ARGS...]]
@@ -204,6 +204,9 @@ Exit codes of run and elect: the command's own (128+N if it died of signal N);
 			return a.conn.resolve(cmd)
 		},
 	}
+	// --version prints what the version command prints.
+	root.Version, _ = versionInfo()
+	root.SetVersionTemplate(versionText())
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SuggestionsMinimumDistance = 2
 	a.conn.register(root)
@@ -223,11 +226,16 @@ func (a *app) versionCmd() *cobra.Command {
 		Short: "Print the version of etcdlock",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, client := versionInfo()
-			fmt.Fprintf(a.stdout, "etcdlock version: %s\nGo version: %s\netcd client: %s\n", v, runtime.Version(), client)
+			fmt.Fprint(a.stdout, versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what version and --version print.
+func versionText() string {
+	v, client := versionInfo()
+	return fmt.Sprintf("etcdlock version: %s\nGo version: %s\netcd client: %s\n", v, runtime.Version(), client)
 }
 
 // versionInfo returns etcdlock's version and the etcd client module's.

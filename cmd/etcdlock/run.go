@@ -85,8 +85,8 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 	case onceSet && (rk.semaphore > 0 || rk.read):
 		return usagef(cmd, "--once needs an exclusive lock: not with --semaphore or --read")
 	}
-	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session) (*grant, error) {
-		l, err := rk.take(ctx, s, name, o.waitSet && o.wait == 0)
+	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
+		l, err := rk.take(ctx, s, name, try)
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "x", "--"}, `missing the command after "--"`},
 		{[]string{"run", "--", "true"}, `missing NAME before "--"`},
 		{[]string{"run", "", "--", "true"}, "NAME must not be empty"},
-		{[]string{"run", "x", "--ttl", "0s", "--", "true"}, "--ttl must be > 0"},
+		{[]string{"run", "x", "--ttl", "0s", "--", "true"}, "want whole seconds of at least 1"},
+		{[]string{"run", "x", "--ttl", "1ms", "--", "true"}, "want whole seconds of at least 1 (etcd's unit), not 1ms"},
+		{[]string{"run", "x", "--ttl", "1500ms", "--", "true"}, "want whole seconds"},
+		{[]string{"run", "x", "--max-runtime", "-1s", "--", "true"}, "--max-runtime must be positive"},
 		{[]string{"run", "x", "--grace", "6s", "--", "true"}, "--grace 6s must be at most half the TTL"},
 		{[]string{"run", "x", "--wait", "-1s", "--", "true"}, "--wait must not be negative"},
 		{[]string{"status", ""}, "NAME must not be empty"},
@@ -115,9 +118,33 @@ func TestEnvEndpoints(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	p := startRaw(t, nil, "version")
-	code, out := p.wait()
-	if code != 0 || !strings.HasPrefix(out, "etcdlock version: ") || !strings.Contains(out, "etcd client: v3.") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, p.stderr.String())
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		t.Run(args[0], func(t *testing.T) {
+			p := startRaw(t, nil, args...)
+			code, out := p.wait()
+			if code != 0 || !strings.HasPrefix(out, "etcdlock version: ") || !strings.Contains(out, "etcd client: v3.") || p.stderr.String() != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, p.stderr.String())
+			}
+		})
 	}
+}
+
+// TestTTLFlag: --ttl takes etcdctl's whole seconds (10) as well as a
+// duration (10s); a value the server raises to its minimum is warned about.
+func TestTTLFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{{"10", 10 * time.Second}, {"10s", 10 * time.Second}, {"1m", time.Minute}, {"3", 3 * time.Second}} {
+		var f ttlFlag
+		if err := f.Set(tc.in); err != nil || time.Duration(f) != tc.want {
+			t.Errorf("--ttl %s: %v, %v; want %v", tc.in, time.Duration(f), err, tc.want)
+		}
+	}
+	name := uniqueName(t)
+	code, _, stderr := run(t, "run", name, "--ttl", "1", "--grace", "0s", "--", "true")
+	if code != 0 {
+		t.Fatalf("run --ttl 1: exit %d; stderr: %s", code, stderr)
+	}
+	oneErrorLine(t, stderr, "warning: etcd granted a TTL of 2s, more than --ttl 1s")
 }
