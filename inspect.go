@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +22,12 @@ type Entry struct {
 	Identity string
 	Kind     string // "mutex", "election", "semaphore", "rwmutex"
 	Mode     string // "read" or "write" for an RWMutex; "" otherwise
+	Size     int    // a semaphore's size (its most holders); 0 otherwise
 	Value    string // the election value; "" otherwise
+	// Enqueued is when the key entered the queue, by the clock of the
+	// client that wrote it (not etcd's); zero for keys of versions before
+	// it was recorded.
+	Enqueued time.Time
 }
 
 // LockState is what Describe and List report about one name.
@@ -111,10 +117,14 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 		}
 		kind, mode := kindOfTag(pk.tag)
 		v := decodeValue(kv.Value)
-		entries = append(entries, Entry{
+		e := Entry{
 			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
-			Identity: v.Identity, Kind: kind, Mode: mode, Value: v.Value,
-		})
+			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
+		}
+		if at, err := time.Parse(time.RFC3339Nano, v.At); err == nil {
+			e.Enqueued = at
+		}
+		entries = append(entries, e)
 	}
 	n := holderCount(entries)
 	if n > 0 {
@@ -135,11 +145,7 @@ func holderCount(entries []Entry) int {
 	first := entries[0]
 	switch first.Kind {
 	case kindSemaphore:
-		size, err := strconv.Atoi(strings.TrimPrefix(tagOf(namePrefixOfKey(first.Key), first.Key), "s"))
-		if err != nil || size < 1 {
-			return 1
-		}
-		return min(size, len(entries))
+		return max(1, min(first.Size, len(entries)))
 	case kindRWMutex:
 		if first.Mode == "write" {
 			return 1
@@ -151,6 +157,19 @@ func holderCount(entries []Entry) int {
 		return n
 	}
 	return 1
+}
+
+// semaphoreSize returns the size in a semaphore's tag ("s5": 5), else 0.
+func semaphoreSize(tag string) int {
+	rest, ok := strings.CutPrefix(tag, "s")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // namePrefixOfKey returns the "etcdlock/<escaped>%/" part of a key.

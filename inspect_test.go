@@ -53,7 +53,7 @@ func TestListPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Put(ctx, key, encodeValue("bulk", "")); err != nil {
+		if _, err := cli.Put(ctx, key, encodeValue("bulk", "", time.Now())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,5 +130,37 @@ func checkEntries(t *testing.T, st *LockState, holder *Lock, s1, s2 *Session) {
 	}
 	if w.Identity != "two" || w.Lease != s2.Lease() || w.Token <= h.Token {
 		t.Fatalf("waiter %+v", w)
+	}
+}
+
+// TestDescribeEnqueuedAndSize: each entry tells when its key entered the
+// queue (the writing client's clock) and a semaphore's size.
+func TestDescribeEnqueuedAndSize(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	s := openSession(t, cli)
+	for _, tc := range []struct {
+		what string
+		size int
+		lock func(name string) (*Lock, error)
+	}{
+		{"mutex", 0, func(name string) (*Lock, error) { return NewMutex(s, name).Lock(ctx) }},
+		{"semaphore", 3, func(name string) (*Lock, error) { return NewSemaphore(s, name, 3).Acquire(ctx) }},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			name := uniqueName(t)
+			before := time.Now()
+			if _, err := tc.lock(name); err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now()
+			st, err := Describe(ctx, cli, name)
+			if err != nil || st.Holder == nil {
+				t.Fatalf("Describe: %+v, %v", st, err)
+			}
+			if h := st.Holder; h.Size != tc.size || h.Enqueued.Before(before) || h.Enqueued.After(after) {
+				t.Fatalf("holder: size %d, enqueued %v; want size %d, enqueued within [%v, %v]", h.Size, h.Enqueued, tc.size, before, after)
+			}
+		})
 	}
 }

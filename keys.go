@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -182,15 +183,18 @@ func tagsCompatible(a, b string) bool {
 	return ka == kindRWMutex && kb == kindRWMutex
 }
 
-// keyValue is the JSON value stored with every key.
+// keyValue is the JSON value stored with every key. At is when the key
+// entered the queue, by the writing client's clock (RFC 3339, UTC); keys of
+// older versions have none.
 type keyValue struct {
 	V        int    `json:"v"`
 	Identity string `json:"identity"`
 	Value    string `json:"value"`
+	At       string `json:"at,omitempty"`
 }
 
-func encodeValue(identity, value string) string {
-	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value})
+func encodeValue(identity, value string, at time.Time) string {
+	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value, At: at.UTC().Format(time.RFC3339Nano)})
 	if err != nil { // cannot happen for two strings
 		return `{"v":1}`
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKeyLayout(t *testing.T) {
@@ -27,10 +28,11 @@ func TestKeyLayout(t *testing.T) {
 	if !strings.HasPrefix(namePrefix("team-a/x"), listPrefix("team-a/")) || listPrefix("team-a/") != "etcdlock/team-a/" {
 		t.Fatal("team prefix")
 	}
-	if v := decodeValue([]byte(encodeValue("host/1", "v\"x"))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" {
+	at := time.Date(2026, 12, 2, 5, 0, 0, 123, time.UTC)
+	if v := decodeValue([]byte(encodeValue("host/1", "v\"x", at))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" || v.At != "2026-12-02T05:00:00.000000123Z" {
 		t.Fatalf("value round trip: %+v", v)
 	}
-	if got := encodeValue("i", ""); got != `{"v":1,"identity":"i","value":""}` {
+	if got := encodeValue("i", "", at); got != `{"v":1,"identity":"i","value":"","at":"2026-12-02T05:00:00.000000123Z"}` {
 		t.Fatalf("value %s", got)
 	}
 }

@@ -92,6 +92,7 @@ type slotKey struct {
 	key   string
 	scope string
 	slot  int
+	at    time.Time // when the key was named: the value's enqueue time
 	// uncertain: a write of this key had an unknown outcome, so it may be
 	// applied (again) later; the slot is reused only once the reaper made
 	// sure it cannot (gone).
@@ -102,7 +103,7 @@ type slotKey struct {
 func (q queue) newKey() slotKey {
 	scope := q.dir + q.tag
 	slot := q.s.takeSlot(scope)
-	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot}
+	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot, at: time.Now()}
 }
 
 // gone is called once sk's key is known to be deleted (or never written) and
@@ -340,7 +341,7 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp) (*clientv3.Txn
 	op := txnOp{dir: q.dir,
 		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp},
 		thens: []clientv3.Op{clientv3.OpGet(q.dir, e.get...),
-			clientv3.OpPut(e.sk.key, q.s.value(e.value), clientv3.WithLease(q.s.lease))}}
+			clientv3.OpPut(e.sk.key, q.s.value(e.value, e.sk.at), clientv3.WithLease(q.s.lease))}}
 	if e.explain || e.sk.uncertain {
 		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
 	}

@@ -32,7 +32,6 @@ type Session struct {
 	lease    clientv3.LeaseID
 	ttl      time.Duration
 	identity string
-	noValue  string // encodeValue(identity, ""), the value of most keys
 	log      *zap.Logger
 	grantLog *zap.Logger // log, for lines logged through a helper (one more caller frame)
 	opts     sessionOptions
@@ -106,7 +105,6 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		lease:    resp.ID,
 		ttl:      ttl,
 		identity: o.identity,
-		noValue:  encodeValue(o.identity, ""),
 		opts:     o,
 		tune:     defaultTuning(),
 		reaper:   &reaper{},
@@ -170,13 +168,9 @@ func (s *Session) watcher() clientv3.Watcher {
 	return s.cli
 }
 
-// value returns the stored form of a key's value (see encodeValue).
-func (s *Session) value(v string) string {
-	if v == "" {
-		return s.noValue
-	}
-	return encodeValue(s.identity, v)
-}
+// value returns the stored form of a key's value, v, of a key that entered
+// the queue at at (see encodeValue).
+func (s *Session) value(v string, at time.Time) string { return encodeValue(s.identity, v, at) }
 
 // Client returns the client the session was made with.
 func (s *Session) Client() *clientv3.Client { return s.cli }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
@@ -12,8 +13,9 @@ import (
 
 func (a *app) breakCmd() *cobra.Command {
 	var force bool
+	var olderThan time.Duration
 	cmd := &cobra.Command{
-		Use:   "break NAME --force",
+		Use:   "break NAME (--force | --older-than D)",
 		Short: "Delete the key of a lock's holder (an operator's last resort)",
 		Long: `Delete the key of the current holder of the lock (or the leader of the
 election) NAME, so that the next waiter gets it, and print what was deleted.
@@ -25,25 +27,34 @@ The holder's process may still be running and believe it holds the lock: its
 Lock.Context ends (and etcdlock run sends SIGTERM to its command) only once it
 sees the deletion, and until then two processes may work at once. Only fencing
 tokens at the resource protect against that. Check 'etcdlock status NAME'
-first; break refuses to run without --force.`,
+first; break refuses to run without --force or --older-than.
+
+With --older-than D, only a holder whose key entered the queue at least D
+ago (by the clock of the client that wrote it, as status shows it) is
+broken; a younger one, or one whose key does not say, is left alone.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := checkName(cmd, name); err != nil {
 				return err
 			}
-			if !force {
-				return exitf(exitUsage, "refusing to break %q without --force: its holder may still be running and believe it holds the lock (check with 'etcdlock status %s')", name, name)
+			switch {
+			case cmd.Flags().Changed("older-than") && olderThan <= 0:
+				return usagef(cmd, "--older-than must be positive, not %v", olderThan)
+			case !force && olderThan == 0:
+				return exitf(exitUsage, "refusing to break %q without --force or --older-than: its holder may still be running and believe it holds the lock (check with 'etcdlock status %s')", name, name)
 			}
-			return a.brk(name)
+			return a.brk(name, olderThan)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "really delete the holder's key")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "break only a holder that has been in the queue at least this long (no --force needed)")
 	return cmd
 }
 
-// brk deletes the keys of name's current holders.
-func (a *app) brk(name string) error {
+// brk deletes the keys of name's current holders (with olderThan > 0,
+// of those that entered the queue at least olderThan ago).
+func (a *app) brk(name string, olderThan time.Duration) error {
 	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
 		st, err := describeLock(ctx, cli, name)
 		if err != nil {
@@ -54,6 +65,11 @@ func (a *app) brk(name string) error {
 		}
 		broke := 0
 		for _, h := range st.Holders {
+			if olderThan > 0 && (h.Enqueued.IsZero() || time.Since(h.Enqueued) < olderThan) {
+				a.logf("the holder of %q with token %d has been in the queue %s, less than --older-than %v: left alone",
+					name, h.Token, inQueueText(toEntryJSON(h, nil)), olderThan)
+				continue
+			}
 			ok, err := a.breakHolder(ctx, cli, name, h)
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 type lsJSON struct {
 	Name        string     `json:"name"`
 	Kind        string     `json:"kind"`
+	Size        int        `json:"size,omitempty"` // a semaphore's size
 	Holder      *entryJSON `json:"holder"`
 	HolderCount int        `json:"holder_count"`
 	WaiterCount int        `json:"waiter_count"`
@@ -65,9 +66,10 @@ func (a *app) ls(prefix, output string) error {
 // printLs prints out as a table.
 func (a *app) printLs(out []lsJSON) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tHOLDERS\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tIN QUEUE\tHOLDERS\tWAITERS")
 	for _, l := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", l.Name, l.Kind, l.Holder.Identity, l.Holder.Token, l.HolderCount, l.WaiterCount)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", l.Name, kindText(*l.Holder), l.Holder.Identity, l.Holder.Token,
+			inQueueText(*l.Holder), l.HolderCount, l.WaiterCount)
 	}
 	return tw.Flush()
 }
@@ -84,7 +86,7 @@ func listHeld(ctx context.Context, cli *clientv3.Client, prefix string) ([]lsJSO
 			continue
 		}
 		h := toEntryJSON(*st.Holder, nil)
-		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Holder: &h,
+		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Size: st.Holder.Size, Holder: &h,
 			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters)})
 	}
 	return out, nil

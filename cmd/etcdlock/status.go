@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
@@ -43,7 +44,13 @@ type entryJSON struct {
 	Identity string `json:"identity"`
 	Kind     string `json:"kind"`
 	Mode     string `json:"mode,omitempty"`
+	Size     int    `json:"size,omitempty"` // a semaphore's size
 	Value    string `json:"value,omitempty"`
+	// Enqueued is when the key entered the queue, by the clock of the
+	// client that wrote it (RFC 3339); InQueue is the seconds since, by
+	// this process's clock. Both are absent for keys of older versions.
+	Enqueued string   `json:"enqueued,omitempty"`
+	InQueue  *float64 `json:"in_queue_seconds,omitempty"`
 	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
 	// lease is gone (status only).
 	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
@@ -60,7 +67,12 @@ type statusJSON struct {
 
 func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
 	j := entryJSON{Key: e.Key, Token: int64(e.Token), Lease: leaseHex(e.Lease), Identity: e.Identity,
-		Kind: e.Kind, Mode: e.Mode, Value: e.Value}
+		Kind: e.Kind, Mode: e.Mode, Size: e.Size, Value: e.Value}
+	if !e.Enqueued.IsZero() {
+		j.Enqueued = e.Enqueued.Format(time.RFC3339Nano)
+		age := max(0, time.Since(e.Enqueued)).Seconds()
+		j.InQueue = &age
+	}
 	if ttl, ok := ttls[e.Lease]; ok {
 		j.LeaseTTLLeft = &ttl
 	}
@@ -131,6 +143,27 @@ func toStatusJSON(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64) statu
 	return out
 }
 
+// kindText is e's kind, with a semaphore's size ("semaphore of 3").
+func kindText(e entryJSON) string {
+	if e.Size > 0 {
+		return fmt.Sprintf("%s of %d", e.Kind, e.Size)
+	}
+	return e.Kind
+}
+
+// inQueueText is how long e has been in the queue, "-" when its key does
+// not say (the client's clock: a skewed clock shows a skewed age).
+func inQueueText(e entryJSON) string {
+	if e.InQueue == nil {
+		return "-"
+	}
+	d := time.Duration(*e.InQueue * float64(time.Second))
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 // printStatus prints the status of name as a heading and a table, with
 // MODE and VALUE columns only if some entry has one.
 func (a *app) printStatus(name string, out statusJSON) error {
@@ -138,7 +171,7 @@ func (a *app) printStatus(name string, out statusJSON) error {
 		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, out.Revision)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, out.Holder.Kind, out.Revision,
+	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, kindText(*out.Holder), out.Revision,
 		plural(len(out.Holders), "holder"), plural(len(out.Waiters), "waiter"))
 	all := append(append([]entryJSON(nil), out.Holders...), out.Waiters...)
 	withMode, withValue := false, false
@@ -147,7 +180,7 @@ func (a *app) printStatus(name string, out statusJSON) error {
 		withValue = withValue || e.Value != ""
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "IDENTITY"}
+	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "IN QUEUE", "IDENTITY"}
 	if withMode {
 		cols = append(cols, "MODE")
 	}
@@ -171,7 +204,7 @@ func statusRow(e entryJSON, holder, withMode, withValue bool) []string {
 	if e.LeaseTTLLeft != nil && *e.LeaseTTLLeft >= 0 {
 		ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
 	}
-	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, e.Identity}
+	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, inQueueText(e), e.Identity}
 	if withMode {
 		row = append(row, e.Mode)
 	}

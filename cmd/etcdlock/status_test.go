@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,8 +39,12 @@ func queueUp(t *testing.T, cli *clientv3.Client, name string, ids ...string) {
 func sameEntry(t *testing.T, what string, g entryJSON, w etcdlock.Entry, ttl int64) {
 	t.Helper()
 	if g.Key != w.Key || g.Token != int64(w.Token) || g.Lease != leaseHex(w.Lease) ||
-		g.Identity != w.Identity || g.Kind != w.Kind || g.Mode != w.Mode || g.Value != w.Value {
+		g.Identity != w.Identity || g.Kind != w.Kind || g.Mode != w.Mode || g.Value != w.Value || g.Size != w.Size {
 		t.Errorf("%s = %+v, Describe says %+v", what, g, w)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, g.Enqueued); err != nil || !at.Equal(w.Enqueued) ||
+		g.InQueue == nil || *g.InQueue < time.Since(w.Enqueued).Seconds()-60 || *g.InQueue > time.Since(w.Enqueued).Seconds() {
+		t.Errorf("%s: enqueued %q, %v s in the queue; Describe says %v", what, g.Enqueued, g.InQueue, w.Enqueued)
 	}
 	if g.LeaseTTLLeft == nil || *g.LeaseTTLLeft <= 0 || *g.LeaseTTLLeft > ttl {
 		t.Errorf("%s: lease_ttl_left %v, want 1..%d", what, g.LeaseTTLLeft, ttl)
