@@ -3,10 +3,12 @@
 // as etcd sees it and that a resource which checks fencing tokens never
 // accepts an older holder's write.
 //
-// The package's tests run four workloads against an in-process 5-member
-// etcd cluster (package embedtest) with worker processes that really are
-// processes (the test binary re-executed), so that they can be SIGSTOPped
-// past their lease and SIGKILLed:
+// The package's tests run four workloads, each twice (the workers' writes
+// sent through their client's group commit, the default, and then with
+// WithoutBatching), against an in-process 5-member etcd cluster (package
+// embedtest) with worker processes that really are processes (the test
+// binary re-executed), so that they can be SIGSTOPped past their lease and
+// SIGKILLed:
 //
 //   - a fenced register: workers lock, read a counter from a small HTTP
 //     service (Register) with their token, write read+1 with the token, and
@@ -20,7 +22,8 @@
 //
 // Meanwhile a schedule of faults runs: pauses of workers (also exactly
 // between a read and its write, until the lease has expired and the next
-// holder has read), SIGKILLs, member crashes, leader crashes, isolated
+// holder has read) and SIGKILLs, of every worker but the steady ones, whose
+// sessions live on through the other faults, member crashes, leader crashes, isolated
 // members, two of five members down, compactions, and holds of the link
 // through which the workers reach one member, often the leader (not in the
 // guarded-etcd cell) (embedtest's Link.Hold: what they send meanwhile is
@@ -37,7 +40,8 @@
 // A self-test runs the same suite against deliberately broken registers
 // (Unfenced, FenceWritesOnly) and asserts that the checkers fail them.
 //
-// The suite runs in CI in a few minutes (15 s per workload, 10 s per
+// The suite runs in CI in a few minutes (15 s per cell, 10 s per
 // self-test). Set ETCDLOCK_SAFETY_DURATION (for example 60s) for longer
-// runs, with go test -timeout 0; README-proposal.md has the details.
+// runs, with go test -timeout 0; the README's Safety section has the
+// details.
 package safety

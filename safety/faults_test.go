@@ -9,13 +9,15 @@ package safety
 // before the next. The worker lane pauses workers (SIGSTOP) at random points
 // or inside the critical section, SIGKILLs them (a new worker replaces each),
 // and arms targeted pauses (see scenario) until the cell's minimums hold.
-// The link lane holds the workers' way to one member, the leader half of
-// the time (Link.Hold): what they send it meanwhile reaches it 12-22 s
-// later, after they gave up on it, longer than the 10 s after which an
-// earlier design of the library took a write of unknown outcome for dead.
+// The link lane holds the workers' way to one to three members, the leader
+// among them half of the time (Link.Hold): what they send meanwhile reaches
+// the member 12-30 s later, after they gave up on it, longer than the 10 s
+// after which an earlier design of the library took a write of unknown
+// outcome for dead.
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,50 +71,71 @@ func (c *cell) memberLane(ctx context.Context) {
 	}
 }
 
-// Bounds of a hold of the workers' link: past the 10 s after which an
+// Bounds of a hold of the workers' links: past the 10 s after which an
 // earlier design stopped expecting a write of unknown outcome, plus the time
-// to reuse a freed name, so that such a write is delivered after the library
-// gave it up.
+// to give up on a write (2 s), to wait in the queue (seconds, behind paused
+// holders) and to reuse a freed name, so that such a write is delivered
+// after the library gave it up and while the name is in use again. (A run
+// of that design showed a held delete that would have removed a reused
+// name's grant delivered 11 ms before the name was reused, 20.4 s into its
+// hold.)
 const (
 	holdMin = 12 * time.Second
-	holdMax = 22 * time.Second
+	holdMax = 30 * time.Second
 )
 
-// linkLane holds the workers' link to one member for holdMin-holdMax, then
-// restores it (what was held is delivered, see Link.Hold), and again 1-4 s
-// later. The workers keep running and reach the other members through their
-// links. Half of the holds are of the leader's link (if there is a
-// leader): the library sends its first attempts to the leader, so those are
-// the holds that leave writes of unknown outcome behind; the others are of a
-// random member's, which only the workers' balanced requests take. Not in
-// the guarded-etcd cell, whose resource is etcd itself: holding the leader's
-// path there starves its increments below the cell's minimums.
+// linkLane holds the workers' links to one to three members (see
+// holdTargets) for holdMin-holdMax, then restores them (what was held is
+// delivered, see Link.Hold), and again 1-4 s later. The workers keep
+// running and reach the other members through their links. Half of the
+// holds include the leader's link (if there is a leader): the library
+// sends its first attempts to the leader, so those are the holds that
+// leave writes of unknown outcome behind; the workers' balanced requests
+// (retries, the reaper's deletes) take any member's, so more held links
+// delay more of them. Not in the guarded-etcd cell, whose resource is etcd
+// itself: holding the leader's path (or several paths) there starves its
+// increments below the cell's minimums.
 func (c *cell) linkLane(ctx context.Context) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
-		i := c.holdTarget()
-		c.links[i].Hold()
+		held := c.holdTargets()
+		for _, i := range held {
+			c.links[i].Hold()
+		}
 		c.mu.Lock()
 		c.n.holds++
 		c.mu.Unlock()
 		sleepCtx(ctx, c.randDur(holdMin, holdMax))
-		c.links[i].Restore()
+		for _, i := range held {
+			c.links[i].Restore()
+		}
 	}
 }
 
-// holdTarget picks the member whose link the next hold holds.
-func (c *cell) holdTarget() int {
+// holdTargets picks the members whose links the next hold holds: one
+// (the leader's half of the time), and in all but the guarded-etcd cell
+// 0-2 more at random, so that a worker's balanced requests meet a held link
+// often, while at least two members stay reachable.
+func (c *cell) holdTargets() []int {
 	ms := c.c.Members()
-	i := c.randN(len(ms))
-	l := c.c.Leader()
-	if l == nil || c.cfg.role == roleEtcd || c.randN(2) == 1 {
-		return i
-	}
-	for j, m := range ms {
-		if m == l {
-			return j
+	held := []int{c.randN(len(ms))}
+	if l := c.c.Leader(); l != nil && c.cfg.role != roleEtcd && c.randN(2) == 0 {
+		for j, m := range ms {
+			if m == l {
+				held[0] = j
+			}
 		}
 	}
-	return i
+	if c.cfg.role == roleEtcd {
+		return held
+	}
+	for extra := c.randN(3); extra > 0; extra-- {
+		j := c.randN(len(ms))
+		for slices.Contains(held, j) {
+			j = (j + 1) % len(ms)
+		}
+		held = append(held, j)
+	}
+	return held
 }
 
 // crash kills n members (the leader when leader is set, else followers for
@@ -284,12 +307,12 @@ func (c *cell) workerFault(kind string) bool {
 	return true
 }
 
-// pick returns a random worker that no other fault or scenario is using,
-// or nil.
+// pickLocked returns a random worker, not a steady one, that no other
+// fault or scenario is using, or nil.
 func (c *cell) pickLocked(allowPaused bool) *proc {
 	var cands []*proc
 	for _, p := range c.procs {
-		if !p.exited && !p.killed && !p.busy && (allowPaused || !p.paused) {
+		if !p.exited && !p.killed && !p.busy && !p.steady && (allowPaused || !p.paused) {
 			cands = append(cands, p)
 		}
 	}

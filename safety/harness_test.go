@@ -31,21 +31,26 @@ const (
 	// expire and for the next holder to read.
 	scenarioCap = 30 * time.Second
 	// extendCap bounds how long a cell may run past its duration to reach
-	// its minimum counts.
-	extendCap = 90 * time.Second
+	// its minimum counts. A cell's targeted pauses need a worker that is not
+	// steady to write while nobody is paused, and an election's writer is
+	// its leader, so a cell may take a minute or two past its duration.
+	extendCap = 150 * time.Second
 	// checkTimeout bounds porcupine's search.
 	checkTimeout = 90 * time.Second
 )
 
 // cellConfig describes one cell.
 type cellConfig struct {
-	name     string
-	role     string // worker role
-	mode     Mode   // of the register (register and election roles)
-	duration time.Duration
-	workers  int
-	ttl      time.Duration
-	seed     uint64
+	name string
+	role string // worker role
+	mode Mode   // of the register (register and election roles)
+	// unbatched: the workers' sessions use WithoutBatching (one request
+	// per write instead of the client's group commit).
+	unbatched bool
+	duration  time.Duration
+	workers   int
+	ttl       time.Duration
+	seed      uint64
 	// The cell runs past duration until these hold (by construction: the
 	// fault schedule keeps arming targeted pauses until they do).
 	minAcked    int
@@ -125,6 +130,7 @@ type proc struct {
 	paused   bool
 	killed   bool
 	busy     bool // victim or held in a targeted scenario: no other fault touches it
+	steady   bool // never paused or killed (see spawn)
 	exited   bool
 	stopping bool
 }

@@ -80,13 +80,13 @@ func (c *cell) aboutToWrite(p *proc, tok etcdlock.Token, v int64) {
 // targetNow reports whether p, about to write, becomes the victim of a
 // targeted pause. c.mu is held.
 func (c *cell) targetNow(p *proc) bool {
-	return !c.noFaults && c.armTargeted && c.scen == nil && !p.paused && c.pausedLocked() == 0
+	return !c.noFaults && c.armTargeted && c.scen == nil && !p.paused && !p.steady && c.pausedLocked() == 0
 }
 
 // csPauseNow reports whether p, about to write, is paused in its critical
 // section. c.mu is held.
 func (c *cell) csPauseNow(p *proc) bool {
-	return !c.noFaults && c.armCS && c.scen == nil && !c.armTargeted && !p.paused && !p.busy
+	return !c.noFaults && c.armCS && c.scen == nil && !c.armTargeted && !p.paused && !p.busy && !p.steady
 }
 
 // startTargeted stops p, the victim, between its read and its write and

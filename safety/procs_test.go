@@ -29,15 +29,27 @@ func (c *cell) spawn() error {
 	id := c.nextID
 	c.nextID++
 	c.mu.Unlock()
+	// The first steadyWorkers workers are steady: no worker fault touches
+	// them, and their sessions have the library's default TTL, so they live
+	// through link holds and member crashes, as most clients' do. A late
+	// write can only hurt a session that outlives it.
+	steady := id < steadyWorkers
+	ttl := c.cfg.ttl
+	if steady {
+		ttl = steadyTTL
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		envRole+"="+c.cfg.role,
 		envEndpoints+"="+strings.Join(c.workerEndpoints(), ","),
 		envName+"="+c.name,
-		envTTL+"="+c.cfg.ttl.String(),
+		envTTL+"="+ttl.String(),
 		envTarget+"="+c.target,
 		envID+"="+fmt.Sprintf("worker-%d", id))
-	p := &proc{id: id, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	if c.cfg.unbatched {
+		cmd.Env = append(cmd.Env, envUnbatched+"=1")
+	}
+	p := &proc{id: id, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{}), steady: steady}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

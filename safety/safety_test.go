@@ -11,21 +11,27 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// Run lengths. Short mode (the default, CI): 15 s per workload, 10 s per
-// self-test. Long mode: ETCDLOCK_SAFETY_LONG=1 (60 s per workload) or
-// ETCDLOCK_SAFETY_DURATION per workload (run with -timeout 0).
+// Run lengths. Short mode (the default, CI): 15 s per cell, 10 s per
+// self-test. Long mode: ETCDLOCK_SAFETY_LONG=1 (60 s per cell) or
+// ETCDLOCK_SAFETY_DURATION per cell (run with -timeout 0).
 const (
 	shortDuration    = 15 * time.Second
 	longDuration     = 60 * time.Second
 	selfTestDuration = 10 * time.Second
 	sessionTTL       = 2 * time.Second // etcd's minimum with embedtest's 1 s election timeout
-	workers          = 4
+	// steadyWorkers of the workers are steady (see spawn), with sessions of
+	// steadyTTL (the library's default): no worker fault touches them, and
+	// their sessions outlive link holds and member crashes, long enough for
+	// a write of unknown outcome of theirs to be delivered while they go on
+	// locking.
+	steadyWorkers = 2
+	steadyTTL     = 10 * time.Second
+	workers       = 4
 )
 
-// Minimums of a short run, by construction: each workload cell runs until
-// it has them (the fault schedule keeps arming targeted pauses), so the
-// three together have at least 102 acknowledged increments and 6 lease
-// expiries caused by pauses.
+// Minimums of a short run, by construction: each cell runs until it has
+// them (the fault schedule keeps arming targeted pauses), so the cells
+// together have well over the totals' minimums.
 const (
 	minAckedPerCell    = 34
 	minExpiriesPerCell = 2
@@ -62,23 +68,41 @@ func safetySeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-// TestSafety runs the four workloads under a mixed fault schedule and
-// requires every checker to pass.
+// safetyCells are TestSafety's cells: the four workloads with the
+// workers' writes sent through their client's group commit (the default),
+// then each of them again with one request per write (WithoutBatching).
+func safetyCells() []cellConfig {
+	var cells []cellConfig
+	for _, unbatched := range []bool{false, true} {
+		for _, wl := range []struct{ name, role string }{
+			{"fenced-register", roleRegister},
+			{"guarded-etcd", roleEtcd},
+			{"election", roleElection},
+			{"read-write", roleRW},
+		} {
+			name := wl.name
+			if unbatched {
+				name += "-unbatched"
+			}
+			cells = append(cells, cellConfig{name: name, role: wl.role, mode: Fenced, unbatched: unbatched})
+		}
+	}
+	return cells
+}
+
+// TestSafety runs every cell of safetyCells under a mixed fault schedule
+// and requires every checker to pass.
 func TestSafety(t *testing.T) {
 	d := safetyDuration(t)
 	seed := safetySeed(t)
 	var total counts
 	ran := 0
-	for i, wl := range []struct{ name, role string }{
-		{"fenced-register", roleRegister},
-		{"guarded-etcd", roleEtcd},
-		{"election", roleElection},
-		{"read-write", roleRW},
-	} {
-		t.Run(wl.name, func(t *testing.T) {
-			res := runCell(t, cellConfig{name: wl.name, role: wl.role, mode: Fenced, duration: d,
-				workers: workers, ttl: sessionTTL, seed: seed + uint64(i),
-				minAcked: minAckedPerCell, minExpiries: minExpiriesPerCell})
+	cells := safetyCells()
+	for i, cfg := range cells {
+		t.Run(cfg.name, func(t *testing.T) {
+			cfg.duration, cfg.workers, cfg.ttl, cfg.seed = d, workers, sessionTTL, seed+uint64(i)
+			cfg.minAcked, cfg.minExpiries = minAckedPerCell, minExpiriesPerCell
+			res := runCell(t, cfg)
 			if !res.report.OK() {
 				t.Errorf("safety violated: %s", res.report)
 			}
@@ -97,7 +121,7 @@ func TestSafety(t *testing.T) {
 			ran++
 		})
 	}
-	if ran == 4 {
+	if ran == len(cells) {
 		summarize(t, "safety totals: %s", total)
 		if total.acked < minTotalAcked || total.pauseExpiries < minTotalExpiries {
 			t.Errorf("totals below the minimums: %d acknowledged increments (want >= %d), %d lease expiries from pauses (want >= %d)",

@@ -49,10 +49,11 @@ import (
 const (
 	envRole      = "ETCDLOCK_SAFETY_WORKER" // roleRegister, roleEtcd or roleElection
 	envEndpoints = "ETCDLOCK_SAFETY_ENDPOINTS"
-	envName      = "ETCDLOCK_SAFETY_NAME"   // the lock (election) name
-	envTTL       = "ETCDLOCK_SAFETY_TTL"    // session TTL
-	envTarget    = "ETCDLOCK_SAFETY_TARGET" // the register's URL, or the counter's key
-	envID        = "ETCDLOCK_SAFETY_ID"     // identity
+	envName      = "ETCDLOCK_SAFETY_NAME"      // the lock (election) name
+	envTTL       = "ETCDLOCK_SAFETY_TTL"       // session TTL
+	envTarget    = "ETCDLOCK_SAFETY_TARGET"    // the register's URL, or the counter's key
+	envID        = "ETCDLOCK_SAFETY_ID"        // identity
+	envUnbatched = "ETCDLOCK_SAFETY_UNBATCHED" // "1": sessions use WithoutBatching
 )
 
 // Worker roles.
@@ -88,6 +89,7 @@ type worker struct {
 	name   string
 	id     string
 	ttl    time.Duration
+	opts   []etcdlock.SessionOption // of every session
 	goCh   chan struct{}
 
 	outMu sync.Mutex
@@ -113,7 +115,11 @@ func runWorker(role string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := &worker{ctx: ctx, cancel: cancel, cli: cli, name: os.Getenv(envName), id: os.Getenv(envID),
-		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout)}
+		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout),
+		opts: []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithIdentity(os.Getenv(envID))}}
+	if os.Getenv(envUnbatched) == "1" {
+		w.opts = append(w.opts, etcdlock.WithoutBatching())
+	}
 	target := os.Getenv(envTarget)
 	switch role {
 	case roleRegister, roleElection, roleRW:
@@ -206,7 +212,7 @@ func (w *worker) session() *etcdlock.Session {
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
-	s, err := etcdlock.NewSession(ctx, w.cli, etcdlock.WithTTL(w.ttl), etcdlock.WithIdentity(w.id))
+	s, err := etcdlock.NewSession(ctx, w.cli, w.opts...)
 	if err != nil {
 		if w.ctx.Err() == nil {
 			w.say("SESSIONERR %s", oneLine(err))
