@@ -17,6 +17,7 @@ type sessionOptions struct {
 	logger     *zap.Logger
 	pinning    bool
 	noBatching bool
+	renew      time.Duration // 0: TTL/3
 	observer   Observer
 	err        error // the first invalid option
 }
@@ -90,6 +91,23 @@ func defaultIdentity() string {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// WithRenewEvery sets the time between the session's keepalives (default:
+// a third of the TTL). A holder survives an outage of etcd (or of the path
+// to it) shorter than TTL - interval - TTL/100 - 50ms before its validity
+// clock runs out, so a shorter interval rides out longer outages, at the
+// cost of more keepalives for the etcd leader to serve (one per interval
+// per session). An interval <= 0 or over half the TTL makes NewSession fail
+// with ErrInvalidArgument.
+func WithRenewEvery(d time.Duration) SessionOption {
+	return func(o *sessionOptions) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("%w: renewal interval %v must be > 0", ErrInvalidArgument, d))
+			return
+		}
+		o.renew = d
+	}
 }
 
 // WithoutBatching sends each of the session's writes as a request of its

@@ -80,6 +80,9 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 	if cli == nil {
 		o.fail(fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
+	if o.renew > o.ttl/2 {
+		o.fail(fmt.Errorf("%w: renewal interval %v must be at most half the TTL %v", ErrInvalidArgument, o.renew, o.ttl))
+	}
 	if o.err != nil {
 		return nil, newError("new session", "", o.err)
 	}
@@ -128,7 +131,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	if !time.Now().Before(valid) {
 		return giveUp(ReasonSlowGrant)
 	}
-	if !s.keeper.add(s, sentAt.Add(ttl/3)) {
+	if !s.keeper.add(s, sentAt.Add(s.renewEvery())) {
 		return giveUp(ReasonClientClosed)
 	}
 	if s.Err() != nil {

@@ -68,7 +68,15 @@ func (s *Session) onAck(ttl int64) (next time.Time, ok bool) {
 	if more {
 		return time.Time{}, false
 	}
-	return sentAt.Add(s.ttl / 3), true
+	return sentAt.Add(s.renewEvery()), true
+}
+
+// renewEvery is the time between keepalives: WithRenewEvery's, else TTL/3.
+func (s *Session) renewEvery() time.Duration {
+	if s.opts.renew > 0 {
+		return s.opts.renew
+	}
+	return s.ttl / 3
 }
 
 // recordSend notes that a keepalive is about to be sent; false if the session

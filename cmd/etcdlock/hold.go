@@ -62,7 +62,8 @@ func (a *app) withSession(o *holdOpts, on onSignal, body func(h *held) error) er
 // openSession opens the session of run, elect and observe; the grant is
 // bounded by --command-timeout.
 func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts) (*etcdlock.Session, error) {
-	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithLogger(a.logger())}
+	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithRenewEvery(o.ttl / renewDivisor),
+		etcdlock.WithLogger(a.logger())}
 	if o.identity != "" {
 		opts = append(opts, etcdlock.WithIdentity(o.identity))
 	}

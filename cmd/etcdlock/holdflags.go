@@ -23,7 +23,14 @@ type holdOpts struct {
 // The defaults and bounds of the hold flags.
 const (
 	defaultTTL   = 10 * time.Second
-	defaultGrace = 5 * time.Second
+	defaultGrace = 2 * time.Second
+	// renewDivisor: run, elect and observe renew their lease every TTL/10
+	// (the library's default is TTL/3). With the default TTL and grace a
+	// command rides out an outage of etcd, or of the path to it, of up to
+	// TTL - TTL/10 - TTL/100 - 50ms - grace = 6.85 s before it gets SIGTERM
+	// (README, "etcdlock run"). One process renewing once a second costs
+	// the etcd leader nothing to speak of.
+	renewDivisor = 10
 	maxTTL       = 24 * time.Hour
 )
 
@@ -36,7 +43,7 @@ func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
 	}
 	f.DurationVar(&o.wait, "wait", 0, waitHelp)
 	f.DurationVar(&o.grace, "grace", defaultGrace, "time between SIGTERM and SIGKILL when the lease is running out or lost; at most TTL/2")
-	f.Lookup("grace").DefValue = "5s or TTL/2, whichever is smaller"
+	f.Lookup("grace").DefValue = "2s or TTL/2, whichever is smaller"
 	f.StringVar(&o.identity, "identity", "", `identity stored with the key, shown by status (default "hostname/pid")`)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the session's health on /healthz at this address (host:port)")
 	if forLock {

@@ -348,11 +348,11 @@ while :; do sleep 0.05; done`
 	if !strings.Contains(stderr, "could not renew its lease") || !strings.Contains(stderr, "SIGKILL") {
 		t.Errorf("stderr does not explain: %s", stderr)
 	}
-	// The last renewal was sent about TTL/3 or less before the cut (minus
-	// its round trip): SIGTERM comes about TTL - TTL/3 - grace to
+	// The last renewal was sent about TTL/10 or less before the cut (minus
+	// its round trip): SIGTERM comes about TTL - TTL/10 - grace to
 	// TTL - grace after it; not at once, and not late.
-	if d := termAt.Sub(cut); d < ttl-ttl/3-grace-time.Second || d > ttl+10*time.Second {
-		t.Errorf("SIGTERM %v after the cut, want about %v to %v", d, ttl-ttl/3-grace, ttl-grace)
+	if d := termAt.Sub(cut); d < ttl-ttl/renewDivisor-grace-time.Second || d > ttl+10*time.Second {
+		t.Errorf("SIGTERM %v after the cut, want about %v to %v", d, ttl-ttl/renewDivisor-grace, ttl-grace)
 	}
 	if !strings.Contains(stderr, "sending SIGKILL") {
 		t.Errorf("no SIGKILL for a command that ignores SIGTERM: %s", stderr)
