@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -23,7 +25,17 @@ import (
 const election = "reports/leader"
 
 func main() {
-	if err := run(); err != nil {
+	// Ctrl-C (or SIGTERM) ends the example at once: run's defers stop the
+	// replicas and the in-process cluster (and remove its data) first.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	interrupted := ctx.Err() != nil
+	stop()
+	switch {
+	case interrupted:
+		fmt.Fprintln(os.Stderr, "leader: interrupted")
+		os.Exit(130)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "leader:", err)
 		os.Exit(1)
 	}
@@ -47,8 +59,8 @@ func (st *store) write(tok etcdlock.Token, who string) error {
 	return nil
 }
 
-func run() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+func run(parent context.Context) error {
+	ctx, cancel := context.WithTimeout(parent, 2*time.Minute)
 	defer cancel()
 	cluster, err := embedtest.New(ctx)
 	if err != nil {

@@ -1,10 +1,13 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // TestLeaderExample runs the example end to end.
 func TestLeaderExample(t *testing.T) {
-	if err := run(); err != nil {
+	if err := run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

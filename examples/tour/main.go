@@ -27,9 +27,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -60,7 +62,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tour:", err)
 		os.Exit(2)
 	}
-	if err := run(context.Background(), cfg, os.Stdout); err != nil {
+	// Ctrl-C (or SIGTERM) ends the tour at once: run's defers stop every
+	// session and the in-process cluster (and remove its data) first.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg, os.Stdout)
+	interrupted := ctx.Err() != nil
+	stop()
+	switch {
+	case interrupted:
+		fmt.Fprintln(os.Stderr, "tour: interrupted")
+		os.Exit(130)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "tour:", err)
 		os.Exit(1)
 	}

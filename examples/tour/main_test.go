@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +75,43 @@ func TestBrokenPromiseFails(t *testing.T) {
 	}
 	if len(tr.broken) != 3 || !strings.Contains(out.String(), "BROKEN: 3 promise(s)") {
 		t.Fatalf("broken = %q; output:\n%s", tr.broken, out.String())
+	}
+}
+
+// TestTourCtrlC: SIGINT ends the tour within seconds, in the middle of its
+// first part, after stopping its sessions and cluster: exit 130 and
+// "tour: interrupted".
+func TestTourCtrlC(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tour")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--members", "3")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "== 1.") {
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "tour: interrupted") {
+			t.Fatalf("after SIGINT: exit %d, stderr %q; want 130 and \"tour: interrupted\"", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tour still runs 30 s after SIGINT")
 	}
 }
