@@ -4,6 +4,7 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -42,4 +43,22 @@ func TestRunMaxRuntime(t *testing.T) {
 		t.Fatalf("--max-runtime 0s: exit %d, want %d", code, exitUsage)
 	}
 	oneErrorLine(t, stderr, "--max-runtime must be positive")
+}
+
+// TestRunEscalatesIgnoredSIGTERM: a command that ignores the SIGTERM that
+// run forwards gets SIGKILL --grace later.
+func TestRunEscalatesIgnoredSIGTERM(t *testing.T) {
+	cli := newClient(t)
+	name := uniqueName(t)
+	p := start(t, "run", name, "--grace", "500ms", "--", "/bin/sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
+	p.waitLine("ready")
+	p.signal(syscall.SIGTERM)
+	code, _ := p.wait()
+	stderr := p.stderr.String()
+	if code != 128+int(syscall.SIGKILL) || !strings.Contains(stderr, "SIGKILL in 500ms") || !strings.Contains(stderr, "sending SIGKILL") {
+		t.Fatalf("exit %d, want %d (killed); stderr: %s", code, 128+int(syscall.SIGKILL), stderr)
+	}
+	if st := describe(t, cli, name); st.Holder != nil {
+		t.Fatalf("the lock is still held: %+v", st.Holder)
+	}
 }

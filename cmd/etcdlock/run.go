@@ -19,7 +19,8 @@ func (a *app) runCmd() *cobra.Command {
 		Long: `Wait for the lock NAME in first-come order (forever, or up to --wait), then
 run CMD (directly, no shell) in its own process group with ETCDLOCK_NAME,
 ETCDLOCK_KEY and ETCDLOCK_TOKEN set, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT
-to it, and release the lock when it exits.
+to it (after a SIGTERM or SIGINT, SIGKILL follows --grace later if CMD is
+still running, at once on a second one), and release the lock when it exits.
 
 If the session cannot renew its lease, CMD's group gets SIGTERM at
 ValidUntil - grace and SIGKILL at ValidUntil, so CMD is dead before the lock

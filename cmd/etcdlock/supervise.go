@@ -83,6 +83,8 @@ var beforeStart = func(g *grant) {}
 func (a *app) logEscalation(g *grant, o *holdOpts, ev supervise.Event) {
 	grace := o.grace
 	switch {
+	case ev.Kind == supervise.Stopping:
+		a.logf("forwarded the signal to the command: SIGKILL in %v if it is still running (at once on a second signal)", grace)
 	case ev.Kind == supervise.Capped && ev.Terminating:
 		a.logf("the command ran past --max-runtime %v", o.maxRuntime)
 	case ev.Kind == supervise.Capped:
@@ -147,7 +149,7 @@ func (a *app) complete(s *etcdlock.Session, g *grant) error {
 // command's status. With --once, a command that exited 0 with g held
 // throughout has its run recorded first (grant.complete).
 func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, r supervise.Result) error {
-	werr, lossCause, terminated := r.Err, r.LossCause, r.Terminated && !r.Capped
+	werr, lossCause, terminated := r.Err, r.LossCause, r.Terminated && !r.Capped && !r.Stopped
 	if lossCause == nil && g.ctx.Err() != nil {
 		lossCause = context.Cause(g.ctx)
 	}

@@ -21,6 +21,8 @@ type situation struct {
 	validUntil time.Time // the session's conservative estimate of the lease's end
 	grace      time.Duration
 	deadline   time.Time // the cap on the run time; zero for none
+	stopSig    bool      // with trigger signaled: the signal was SIGTERM or SIGINT
+	stoppedAt  time.Time // zero until the first SIGTERM or SIGINT was forwarded
 	cause      error     // the loss cause, set with trigger lost
 	lostAt     time.Time // zero until the grant is lost
 	capped     bool      // the deadline passed: reported, and escalating as a loss
@@ -58,8 +60,10 @@ type plan struct {
 // due at validUntil-grace and SIGKILL at validUntil. Once it is lost,
 // SIGTERM is due at once and SIGKILL grace later, or at validUntil if that
 // comes first. A deadline (the cap on the run time) is a loss at that time:
-// SIGTERM then, SIGKILL grace later, whichever comes first. Each signal is
-// sent once. It is pure: it reads nothing but s.
+// SIGTERM then, SIGKILL grace later, whichever comes first. A forwarded
+// SIGTERM or SIGINT is a request to stop: SIGKILL follows grace later if the
+// child is still there, and at once on a second one. Each of SIGTERM and
+// SIGKILL is sent once. It is pure: it reads nothing but s.
 func killPlan(s situation) plan {
 	p := plan{after: s, wake: -1}
 	switch s.trigger {
@@ -68,6 +72,15 @@ func killPlan(s situation) plan {
 		return p
 	case signaled:
 		p.add(step{act: forward})
+		if s.stopSig && !s.stoppedAt.IsZero() && !s.killSent {
+			// A second stop: SIGKILL at once.
+			p.after.killSent = true
+			p.add(step{act: report, event: Event{Kind: Killing}}, step{act: kill})
+		}
+		if s.stopSig && s.stoppedAt.IsZero() {
+			p.after.stoppedAt = s.now
+			p.add(step{act: report, event: Event{Kind: Stopping}})
+		}
 	case lost:
 		if s.lostAt.IsZero() {
 			p.after.lostAt = s.now
@@ -93,6 +106,11 @@ func (p *plan) escalate() {
 			killAt = end
 		}
 	}
+	if !s.stoppedAt.IsZero() {
+		if end := s.stoppedAt.Add(s.grace); end.Before(killAt) {
+			killAt = end
+		}
+	}
 	if !s.deadline.IsZero() {
 		if s.deadline.Before(termAt) {
 			termAt = s.deadline
@@ -111,6 +129,9 @@ func (p *plan) escalate() {
 	if !s.killSent && !s.now.Before(killAt) {
 		s.killSent = true
 		p.add(step{act: report, event: Event{Kind: Killing}}, step{act: kill})
+	}
+	if s.killSent {
+		return // nothing is left to send
 	}
 	if !s.termSent {
 		p.wake = termAt.Sub(s.now)

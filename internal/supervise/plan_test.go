@@ -151,6 +151,30 @@ var killPlanCases = []struct {
 		wake:  2 * sec, term: true, capped: true,
 	},
 	{
+		name:  "SIGTERM forwarded: a stop, SIGKILL grace later",
+		in:    situation{trigger: signaled, stopSig: true, now: t0, validUntil: t0.Add(10 * sec), grace: 3 * sec},
+		steps: []step{{act: forward}, {act: report, event: Event{Kind: Stopping}}},
+		wake:  3 * sec,
+	},
+	{
+		name:  "grace after a stop: SIGKILL",
+		in:    situation{trigger: tick, now: t0.Add(3 * sec), validUntil: t0.Add(10 * sec), grace: 3 * sec, stoppedAt: t0},
+		steps: []step{killEv, {act: kill}},
+		wake:  -1, kill: true,
+	},
+	{
+		name:  "a second stop: SIGKILL at once",
+		in:    situation{trigger: signaled, stopSig: true, now: t0.Add(sec), validUntil: t0.Add(10 * sec), grace: 3 * sec, stoppedAt: t0},
+		steps: []step{{act: forward}, killEv, {act: kill}},
+		wake:  -1, kill: true,
+	},
+	{
+		name:  "SIGHUP forwarded: nothing more",
+		in:    situation{trigger: signaled, now: t0, validUntil: t0.Add(10 * sec), grace: 3 * sec},
+		steps: []step{{act: forward}},
+		wake:  7 * sec,
+	},
+	{
 		name:  "child exited: finish, whatever else is due",
 		in:    situation{trigger: exited, now: t0, validUntil: t0.Add(-sec), grace: 3 * sec},
 		steps: []step{{act: finish}},

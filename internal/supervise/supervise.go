@@ -51,6 +51,9 @@ const (
 	// Capped: Config.Deadline passed; SIGTERM goes to the child now unless
 	// Event.Terminating says it already went, and SIGKILL grace later.
 	Capped
+	// Stopping: a SIGTERM or SIGINT was forwarded; SIGKILL follows grace
+	// later if the child is still there (at once on a second one).
+	Stopping
 )
 
 // Event is one escalation step Supervise reports to Config.Notify; it is a
@@ -74,6 +77,9 @@ type Result struct {
 	Terminated bool
 	// Capped says Config.Deadline passed while the child ran.
 	Capped bool
+	// Stopped says a SIGTERM or SIGINT was forwarded to the child (any
+	// SIGKILL that followed was for it, unless Capped or lost).
+	Stopped bool
 }
 
 // Supervise waits for the child to exit and returns how it ended. Meanwhile
@@ -96,7 +102,8 @@ func (c *Child) Supervise(cfg Config) Result {
 		p := killPlan(s)
 		s = p.after
 		if c.carryOut(p.steps, sig, cfg.Notify) {
-			return Result{Err: werr, LossCause: s.cause, Terminated: s.termSent || s.killSent, Capped: s.capped}
+			return Result{Err: werr, LossCause: s.cause, Terminated: s.termSent || s.killSent, Capped: s.capped,
+				Stopped: !s.stoppedAt.IsZero()}
 		}
 		if p.wake >= 0 {
 			timer.Reset(p.wake)
@@ -108,6 +115,7 @@ func (c *Child) Supervise(cfg Config) Result {
 			s.trigger = exited
 		case sig = <-cfg.Signals:
 			s.trigger = signaled
+			s.stopSig = sig == syscall.SIGTERM || sig == os.Interrupt
 		case <-lostCh:
 			lostCh = nil
 			s.trigger, s.cause = lost, context.Cause(cfg.Grant)
