@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -123,6 +124,15 @@ func (c *connFlags) tlsConfig(eps []string) (*tls.Config, error) {
 		for _, ep := range eps {
 			if scheme, rest, ok := strings.Cut(ep, "://"); ok && (scheme == "http" || scheme == "unix") {
 				return nil, fmt.Errorf("endpoint %s is plain text, yet --cacert, --cert or --insecure-skip-tls-verify ask for TLS: write it %ss://%s", ep, scheme, rest)
+			}
+		}
+		if c.cacert != "" {
+			pem, err := os.ReadFile(c.cacert)
+			if err != nil {
+				return nil, fmt.Errorf("--cacert: %w", err)
+			}
+			if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--cacert %s holds no PEM certificate: want the CA bundle that signed the servers' certificates", c.cacert)
 			}
 		}
 		info := transport.TLSInfo{

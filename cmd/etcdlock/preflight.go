@@ -128,8 +128,13 @@ func handshake(ctx context.Context, raw net.Conn, tlsCfg *tls.Config, hostname s
 	cfg.NextProtos = []string{"h2"}
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		if isTimeout(err) {
+		switch {
+		case isTimeout(err):
 			return tc, context.DeadlineExceeded
+		case errors.Is(err, io.EOF) || errors.As(err, new(tls.RecordHeaderError)):
+			// A plain-text server closes the connection, or answers in
+			// HTTP/2 frames, on a ClientHello.
+			return tc, fmt.Errorf("TLS handshake: %w: the server does not seem to speak TLS (give an http:// endpoint and no --cacert, --cert or --insecure-skip-tls-verify, if it serves plain text)", err)
 		}
 		return tc, fmt.Errorf("TLS handshake: %w", err)
 	}

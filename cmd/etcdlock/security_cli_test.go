@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,6 +154,9 @@ func securityTLSMistakes(t *testing.T, tm *teams) {
 		{"TLS flags with an http:// endpoint", withFlag(tm.tls, "--endpoints", strings.ReplaceAll(strings.Join(tm.c.Endpoints(), ","), "https://", "http://")),
 			"is plain text, yet --cacert"},
 		{"no scheme", withFlag(tm.tls, "--endpoints", strings.ReplaceAll(strings.Join(tm.c.Endpoints(), ","), "https://", "")), ""},
+		{"TLS to a plain-text server", withFlag(tm.tls, "--endpoints", "https://"+strings.TrimPrefix(cluster.Endpoints()[0], "http://")),
+			"the server does not seem to speak TLS"},
+		{"a CA file without a certificate", withFlag(tm.tls, "--cacert", notACert(t)), "holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -215,4 +220,14 @@ func securityDebugLogs(t *testing.T, tm *teams) {
 			}
 		})
 	}
+}
+
+// notACert returns a file that holds no certificate.
+func notACert(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
