@@ -55,8 +55,9 @@ func (a *app) withSession(o *holdOpts, on onSignal, body func(h *held) error) er
 	if err != nil {
 		return sc.failure(err, "opening a session", on)
 	}
-	defer a.closeSession(s)
-	return body(&held{cli: cli, s: s, sc: sc, sigs: sigs})
+	h := &held{cli: cli, s: s, sc: sc, sigs: sigs}
+	defer func() { a.closeSession(h.s) }() // the last session: requeue may replace it
+	return body(h)
 }
 
 // openSession opens the session of run, elect and observe; the grant is
@@ -98,8 +99,12 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 }
 
 // closeSession closes s (revoking its lease, which deletes every key it
-// still has) and says so if that failed.
+// still has) and says so if that failed; a nil s (requeue found none yet)
+// is nothing to close.
 func (a *app) closeSession(s *etcdlock.Session) {
+	if s == nil {
+		return
+	}
 	if err := s.Close(); err != nil {
 		a.logf("warning: could not revoke the session's lease %x (its keys expire within %v): %s", int64(s.Lease()), s.TTL(), libErr(err))
 	}
@@ -127,7 +132,7 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 		if err := a.precheck(h.sc.ctx, h.cli, name); err != nil {
 			return h.sc.failure(err, fmt.Sprintf("checking access to %q", name), interruptedWhile)
 		}
-		g, timedOut, err := waitFor(h, o, what == "lock", take)
+		g, timedOut, err := a.waitFor(h, o, what == "lock", take)
 		if sig := h.sc.signal(); sig != nil {
 			if g != nil {
 				_ = a.release(h.s, g) // closing the session revokes the lease anyway
@@ -149,9 +154,11 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 // waitFor takes the grant, bounded by --wait; timedOut says --wait ran out.
 // With canTry (run), a lock that is free is granted even when --wait is
 // shorter than the round trip: a positive --wait first tries (bounded by
-// freeGrant), then waits in the queue. With --wait 0 it only tries. It
+// freeGrant), then waits in the queue. With --wait 0 it only tries. A
+// session that expires while it waits (etcd unreachable past the TTL) is
+// replaced, and the wait goes on at the end of the queue (requeue). It
 // stops catching signals: from then on they are for the command.
-func waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, timedOut bool, err error) {
+func (a *app) waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, timedOut bool, err error) {
 	defer h.sc.stop()
 	if canTry && o.waitSet && o.wait > 0 && o.wait < freeGrant {
 		tctx, cancel := context.WithTimeoutCause(h.sc.ctx, freeGrant, errWaitTimeout)
@@ -166,8 +173,12 @@ func waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, timedOut 
 		wctx, cancel = context.WithTimeoutCause(h.sc.ctx, o.wait, errWaitTimeout)
 	}
 	defer cancel()
-	g, err = take(wctx, h.s, canTry && o.waitSet && o.wait == 0)
-	return g, errors.Is(context.Cause(wctx), errWaitTimeout), err
+	for {
+		g, err = take(wctx, h.s, canTry && o.waitSet && o.wait == 0)
+		if !errors.Is(err, etcdlock.ErrSessionExpired) || wctx.Err() != nil || a.requeue(wctx, h, o) != nil {
+			return g, errors.Is(context.Cause(wctx), errWaitTimeout), err
+		}
+	}
 }
 
 // waitError is etcdlock's exit for a grant not taken: 124 if --wait ran

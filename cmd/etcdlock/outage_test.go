@@ -3,6 +3,7 @@
 package main
 
 import (
+	"github.com/etcdlock/etcdlock"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,5 +38,36 @@ echo finished`
 	code, out := p.wait()
 	if code != 0 || strings.Contains(out, "got TERM") {
 		t.Fatalf("after a 5 s outage: exit %d, stdout %q; want 0 and no SIGTERM; stderr: %s", code, out, p.stderr.String())
+	}
+}
+
+// TestRunRequeuesAfterOutage: a run waiting behind a holder whose session
+// expires while etcd is unreachable (the path cut for longer than the TTL)
+// opens a new session once etcd answers, queues again, says for how long
+// etcd was unreachable, and runs the command when the holder releases.
+func TestRunRequeuesAfterOutage(t *testing.T) {
+	cli := newClient(t)
+	link, err := cluster.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = link.Close() })
+	name := uniqueName(t)
+	_, l := hold(t, cli, name, "holder")
+	p := startRaw(t, nil, append([]string{"--endpoints", strings.Join(link.Endpoints(), ","), "--dial-timeout", "20s",
+		"--command-timeout", "20s", "run", name, "--ttl", "2", "--wait", "1m", "--"}, sh(`echo ran`)...)...)
+	first := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	link.Cut()
+	waitState(t, cli, name, "the waiter's lease to expire", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 0 })
+	link.Restore()
+	waitState(t, cli, name, "the waiter to queue again", func(st *etcdlock.LockState) bool {
+		return len(st.Waiters) == 1 && st.Waiters[0].Lease != first.Waiters[0].Lease
+	})
+	if err := l.Unlock(ctxFor(t, long)); err != nil {
+		t.Fatal(err)
+	}
+	code, out := p.wait()
+	if stderr := p.stderr.String(); code != 0 || out != "ran" || !strings.Contains(stderr, "etcd was unreachable for about") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0, the command's output and why it queued again", code, out, stderr)
 	}
 }
