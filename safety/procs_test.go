@@ -49,6 +49,9 @@ func (c *cell) spawn() error {
 	if c.cfg.unbatched {
 		cmd.Env = append(cmd.Env, envUnbatched+"=1")
 	}
+	if steady {
+		cmd.Env = append(cmd.Env, envRotate+"="+c.randDur(steadyLife/2, steadyLife*3/2).String())
+	}
 	p := &proc{id: id, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{}), steady: steady}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()

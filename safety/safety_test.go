@@ -26,7 +26,12 @@ const (
 	// locking.
 	steadyWorkers = 2
 	steadyTTL     = 10 * time.Second
-	workers       = 4
+	// steadyLife is the mean lifetime of a steady worker's session (each
+	// between half and one and a half of it): long enough for a late write
+	// to find the session still there, short enough that a key of it that
+	// nobody holds does not block a long run's queue for good.
+	steadyLife = time.Minute
+	workers    = 4
 )
 
 // Minimums of a short run, by construction: each cell runs until it has

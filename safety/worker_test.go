@@ -54,6 +54,7 @@ const (
 	envTarget    = "ETCDLOCK_SAFETY_TARGET"    // the register's URL, or the counter's key
 	envID        = "ETCDLOCK_SAFETY_ID"        // identity
 	envUnbatched = "ETCDLOCK_SAFETY_UNBATCHED" // "1": sessions use WithoutBatching
+	envRotate    = "ETCDLOCK_SAFETY_ROTATE"    // a session's lifetime, after which the worker closes it and opens another ("": none)
 )
 
 // Worker roles.
@@ -90,12 +91,14 @@ type worker struct {
 	id     string
 	ttl    time.Duration
 	opts   []etcdlock.SessionOption // of every session
+	rotate time.Duration            // envRotate; 0: keep a session until it is lost
 	goCh   chan struct{}
 
 	outMu sync.Mutex
 	out   *bufio.Writer
 
-	sess *etcdlock.Session
+	sess      *etcdlock.Session
+	sessSince time.Time // when sess was opened
 }
 
 func runWorker(role string) int {
@@ -117,6 +120,11 @@ func runWorker(role string) int {
 	w := &worker{ctx: ctx, cancel: cancel, cli: cli, name: os.Getenv(envName), id: os.Getenv(envID),
 		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout),
 		opts: []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithIdentity(os.Getenv(envID))}}
+	if v := os.Getenv(envRotate); v != "" {
+		if w.rotate, err = time.ParseDuration(v); err != nil {
+			return fail(err)
+		}
+	}
 	if os.Getenv(envUnbatched) == "1" {
 		w.opts = append(w.opts, etcdlock.WithoutBatching())
 	}
@@ -202,6 +210,12 @@ func oneLine(err error) string {
 // session returns a live session, opening a new one when the last was lost;
 // nil (after a short wait) when it cannot.
 func (w *worker) session() *etcdlock.Session {
+	if w.sess != nil && w.sess.Err() == nil && w.rotate > 0 && time.Since(w.sessSince) > w.rotate {
+		// A steady worker's process "restarts" now and then: a key of its
+		// session that nobody holds (a phantom) stays only until then.
+		_ = w.sess.Close()
+		w.sess = nil
+	}
 	if w.sess != nil && w.sess.Err() == nil {
 		return w.sess
 	}
@@ -220,7 +234,7 @@ func (w *worker) session() *etcdlock.Session {
 		}
 		return nil
 	}
-	w.sess = s
+	w.sess, w.sessSince = s, time.Now()
 	w.say("SESSION %x", int64(s.Lease()))
 	return s
 }
