@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,5 +243,39 @@ func TestBatchShrink(t *testing.T) {
 				t.Fatalf("after %v: %d writes, %d bytes per batch; want %d, %d", tc.err, b.maxOps, b.maxBytes, tc.ops, tc.bytes)
 			}
 		})
+	}
+}
+
+// TestBatchSplitsPastRequestSize: a batch over the server's
+// --max-request-bytes is refused as too large; the batcher splits it,
+// learns a smaller size, and every write is answered.
+func TestBatchSplitsPastRequestSize(t *testing.T) {
+	cl := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithMaxRequestBytes(4096))
+	cli := newClient(t, cl)
+	ctx := testCtx(t, 60*time.Second)
+	s := openSession(t, cli)
+	g := holdFirstBatch(t, s)
+	first := lockAsync(ctx, NewMutex(s, uniqueName(t)))
+	g.await(t, 0)
+	const n = 40 // each write is a few hundred bytes: about 10 KiB in all
+	rs := make([]<-chan lockResult, n)
+	for i := range rs {
+		rs[i] = lockAsync(ctx, NewMutex(s, fmt.Sprintf("%s/%02d-%s", uniqueName(t), i, strings.Repeat("x", 60))))
+	}
+	g.await(t, n)
+	g.open()
+	for _, r := range append(rs, first) {
+		if got := <-r; got.err != nil {
+			t.Fatalf("Lock in an oversized batch: %v (batches %v)", got.err, g.sizes())
+		}
+	}
+	if sizes := g.sizes(); len(sizes) < 3 || sizes[1] != n {
+		t.Fatalf("batches %v; want %d writes in the batch after the held one, then its halves", sizes, n)
+	}
+	s.keeper.batch.mu.Lock()
+	learned := s.keeper.batch.maxBytes
+	s.keeper.batch.mu.Unlock()
+	if learned >= batchBytes {
+		t.Fatalf("max bytes per batch %d after a refusal as too large", learned)
 	}
 }

@@ -289,6 +289,9 @@ func (m *Member) config(state string) *embed.Config {
 	cfg.TickMs = uint(c.cfg.tick / time.Millisecond)
 	cfg.ElectionMs = uint(c.cfg.election / time.Millisecond)
 	cfg.UnsafeNoFsync = !c.cfg.fsync
+	if c.cfg.maxRequestBytes > 0 {
+		cfg.MaxRequestBytes = c.cfg.maxRequestBytes
+	}
 	if c.cfg.maxTxnOps > 0 {
 		cfg.MaxTxnOps = c.cfg.maxTxnOps
 	}

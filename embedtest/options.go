@@ -37,6 +37,8 @@ type config struct {
 	fsync    bool
 	// maxTxnOps is etcd's --max-txn-ops; 0 = etcd's default.
 	maxTxnOps uint
+	// maxRequestBytes is etcd's --max-request-bytes; 0 = etcd's default.
+	maxRequestBytes uint
 
 	// security (security.go)
 	tls          bool
@@ -160,6 +162,18 @@ func WithMaxTxnOps(n int) Option {
 			return fmt.Errorf("%w: max txn ops %d < 1", ErrInvalidOption, n)
 		}
 		c.maxTxnOps = uint(n)
+		return nil
+	}
+}
+
+// WithMaxRequestBytes sets every member's limit on the size of one request
+// (etcd's --max-request-bytes; default 1.5 MiB). n must be at least 1.
+func WithMaxRequestBytes(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max request bytes %d < 1", ErrInvalidOption, n)
+		}
+		c.maxRequestBytes = uint(n)
 		return nil
 	}
 }
