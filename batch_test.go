@@ -279,3 +279,49 @@ func TestBatchSplitsPastRequestSize(t *testing.T) {
 		t.Fatalf("max bytes per batch %d after a refusal as too large", learned)
 	}
 }
+
+// TestBatchReleaseAndEnqueueApart: a release and an enqueue of one name
+// never share a batch (a reused slot name would be the same key, which etcd
+// refuses to write twice in one Txn): while a batch is held in flight, the
+// holder's Unlock waits for the next batch, and another session's Lock of
+// the name goes alone; the Lock is then granted after the release.
+func TestBatchReleaseAndEnqueueApart(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 60*time.Second)
+	a, b := openSession(t, cli), openSession(t, cli)
+	name := uniqueName(t)
+	held, err := NewMutex(a, name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := holdFirstBatch(t, a)
+	first := lockAsync(ctx, NewMutex(a, uniqueName(t)))
+	g.await(t, 0)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- held.Unlock(ctx) }()
+	g.await(t, 1)
+	next := lockAsync(ctx, NewMutex(b, name))
+	g.open()
+	if err := <-unlocked; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []<-chan lockResult{first, next} {
+		if got := <-r; got.err != nil {
+			t.Fatal(got.err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	dir := namePrefix(name)
+	for _, dirs := range g.batches {
+		n := 0
+		for _, d := range dirs {
+			if d == dir {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("a batch carried %d writes of %s: %v", n, name, g.batches)
+		}
+	}
+}
