@@ -212,7 +212,7 @@ func teamsOtherTeamDenied(t *testing.T, ctx context.Context, sc *secureCluster, 
 }
 
 // teamsNoSecrets: the keys hold no secrets: every value is
-// {"v","identity","value"}.
+// {"v","identity","value","at"}.
 func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 	t.Helper()
 	resp, err := sc.root.Get(ctx, "", clientv3.WithPrefix())
@@ -237,7 +237,7 @@ func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 			t.Errorf("value of %q: %v", kv.Key, err)
 		}
 		for f := range fields {
-			if f != "v" && f != "identity" && f != "value" {
+			if f != "v" && f != "identity" && f != "value" && f != "at" {
 				t.Errorf("value of %q has field %q", kv.Key, f)
 			}
 		}
