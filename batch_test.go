@@ -116,17 +116,30 @@ func TestBatchAnswersEachMember(t *testing.T) {
 // refused; the batcher splits it, learns a smaller limit, and every write is
 // answered.
 func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
-	cl := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithMaxTxnOps(8))
-	cli := newClient(t, cl)
+	const n = 12
+	b := sendOversizedBatch(t, n, func(t *testing.T, _ int) string { return uniqueName(t) }, embedtest.WithMaxTxnOps(8))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxOps >= n {
+		t.Fatalf("max writes per batch %d after a refusal of %d", b.maxOps, n)
+	}
+}
+
+// sendOversizedBatch sends n Locks (of names name(i)) as one batch to a
+// one-member cluster started with opts, which refuses it; it checks that
+// the batch was sent whole, then split, and that every Lock was granted,
+// and returns the session's batcher.
+func sendOversizedBatch(t *testing.T, n int, name func(t *testing.T, i int) string, opts ...embedtest.Option) *batcher {
+	t.Helper()
+	cli := newClient(t, embedtest.Start(t, append([]embedtest.Option{embedtest.WithMembers(1)}, opts...)...))
 	ctx := testCtx(t, 60*time.Second)
 	s := openSession(t, cli)
 	g := holdFirstBatch(t, s)
 	first := lockAsync(ctx, NewMutex(s, uniqueName(t)))
 	g.await(t, 0)
-	const n = 12
 	rs := make([]<-chan lockResult, n)
 	for i := range rs {
-		rs[i] = lockAsync(ctx, NewMutex(s, uniqueName(t)))
+		rs[i] = lockAsync(ctx, NewMutex(s, name(t, i)))
 	}
 	g.await(t, n)
 	g.open()
@@ -135,15 +148,10 @@ func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
 			t.Fatalf("Lock in an oversized batch: %v (batches %v)", got.err, g.sizes())
 		}
 	}
-	if sizes := g.sizes(); len(sizes) < 2 || sizes[1] != n {
-		t.Fatalf("batches %v; want %d writes in the batch after the held one", sizes, n)
+	if sizes := g.sizes(); len(sizes) < 3 || sizes[1] != n {
+		t.Fatalf("batches %v; want %d writes in the batch after the held one, then its parts", sizes, n)
 	}
-	s.keeper.batch.mu.Lock()
-	learned := s.keeper.batch.maxOps
-	s.keeper.batch.mu.Unlock()
-	if learned >= n {
-		t.Fatalf("max writes per batch %d after a refusal of %d", learned, n)
-	}
+	return s.keeper.batch
 }
 
 // TestBatchNeverTwoOfOneName: writes on one name never share a batch (their
@@ -250,33 +258,14 @@ func TestBatchShrink(t *testing.T) {
 // --max-request-bytes is refused as too large; the batcher splits it,
 // learns a smaller size, and every write is answered.
 func TestBatchSplitsPastRequestSize(t *testing.T) {
-	cl := embedtest.Start(t, embedtest.WithMembers(1), embedtest.WithMaxRequestBytes(4096))
-	cli := newClient(t, cl)
-	ctx := testCtx(t, 60*time.Second)
-	s := openSession(t, cli)
-	g := holdFirstBatch(t, s)
-	first := lockAsync(ctx, NewMutex(s, uniqueName(t)))
-	g.await(t, 0)
-	const n = 40 // each write is a few hundred bytes: about 10 KiB in all
-	rs := make([]<-chan lockResult, n)
-	for i := range rs {
-		rs[i] = lockAsync(ctx, NewMutex(s, fmt.Sprintf("%s/%02d-%s", uniqueName(t), i, strings.Repeat("x", 60))))
-	}
-	g.await(t, n)
-	g.open()
-	for _, r := range append(rs, first) {
-		if got := <-r; got.err != nil {
-			t.Fatalf("Lock in an oversized batch: %v (batches %v)", got.err, g.sizes())
-		}
-	}
-	if sizes := g.sizes(); len(sizes) < 3 || sizes[1] != n {
-		t.Fatalf("batches %v; want %d writes in the batch after the held one, then its halves", sizes, n)
-	}
-	s.keeper.batch.mu.Lock()
-	learned := s.keeper.batch.maxBytes
-	s.keeper.batch.mu.Unlock()
-	if learned >= batchBytes {
-		t.Fatalf("max bytes per batch %d after a refusal as too large", learned)
+	// Each write is a few hundred bytes: about 10 KiB in all.
+	b := sendOversizedBatch(t, 40, func(t *testing.T, i int) string {
+		return fmt.Sprintf("%s/%02d-%s", uniqueName(t), i, strings.Repeat("x", 60))
+	}, embedtest.WithMaxRequestBytes(4096))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxBytes >= batchBytes {
+		t.Fatalf("max bytes per batch %d after a refusal as too large", b.maxBytes)
 	}
 }
 
