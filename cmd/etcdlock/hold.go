@@ -195,8 +195,13 @@ func waitError(o *holdOpts, what, name string, timedOut bool, err error) error {
 
 // release releases g, bounded by min(TTL, 5s); the error is ErrNotHeld (with
 // the loss cause) if g had been lost before.
-func (a *app) release(s *etcdlock.Session, g *grant) error {
+func (a *app) release(s *etcdlock.Session, g *grant) error { return bounded(s, g.release) }
+
+// bounded runs a release-like request of s's grant, bounded by min(TTL, 5s)
+// and detached from any caller's context: a canceled wait must not keep a
+// lock held.
+func bounded(s *etcdlock.Session, req func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), min(s.TTL(), maxRelease))
 	defer cancel()
-	return g.release(ctx)
+	return req(ctx)
 }

@@ -93,7 +93,7 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		}
 		g := &grant{what: "lock", name: name, key: l.Key(), token: l.Token(), ctx: l.Context(), release: l.Unlock}
 		if onceSet {
-			return onceGrant(ctx, g, l, once)
+			return onceGrant(ctx, s, g, l, once)
 		}
 		return g, nil
 	})
@@ -101,15 +101,13 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 
 // onceGrant makes g a --once grant: it fails with errOnceDone (g released)
 // when id is already done, and records id on the command's success.
-func onceGrant(ctx context.Context, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
+func onceGrant(ctx context.Context, s *etcdlock.Session, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
 	done, err := l.Done(ctx, id)
 	if err == nil && done {
 		err = fmt.Errorf("%w: run %q of %q", errOnceDone, id, g.name)
 	}
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxRelease)
-		defer cancel()
-		_ = l.Unlock(rctx) // if it does not finish, closing the session revokes the lease
+		_ = bounded(s, l.Unlock) // if it does not finish, closing the session revokes the lease
 		return nil, err
 	}
 	g.complete = func(ctx context.Context) error { return l.MarkDone(ctx, id) }

@@ -137,11 +137,7 @@ func succeeded(c *exec.Cmd) bool {
 }
 
 // complete records g's run (--once), bounded as a release is.
-func (a *app) complete(s *etcdlock.Session, g *grant) error {
-	ctx, cancel := context.WithTimeout(context.Background(), min(s.TTL(), maxRelease))
-	defer cancel()
-	return g.complete(ctx)
-}
+func (a *app) complete(s *etcdlock.Session, g *grant) error { return bounded(s, g.complete) }
 
 // finish releases g after the command ended and returns etcdlock's exit:
 // 125 if g was lost while the command ran or etcdlock had to terminate the
