@@ -52,15 +52,17 @@
 // etcdlock sends SIGTERM at once and SIGKILL grace later (or at ValidUntil if
 // that comes first); --grace 0 means SIGKILL at once.
 //
-// On Linux CMD is started from a goroutine locked to its OS thread with the
-// parent-death signal set to SIGKILL, so CMD dies with etcdlock even if
-// etcdlock is killed with SIGKILL. Caveats: grandchildren are not covered by
-// the parent-death signal, and those that leave CMD's process group (or
-// outlive CMD) are neither signaled nor waited for; and no lock can stop a
-// paused or partitioned process from writing late, so a CMD that writes
-// shared state must pass $ETCDLOCK_TOKEN with every write and have the
-// resource reject tokens lower than the highest it has seen. CMD runs in its
-// own process group, so it cannot read from an interactive terminal.
+// On Linux CMD runs under a supervisor process, a child subreaper that
+// adopts every process CMD starts (background children, double forks,
+// processes that called setsid): the SIGTERM and SIGKILL above go to that
+// whole tree, processes CMD leaves behind when it exits are terminated
+// before the release, and the whole tree is ended (SIGTERM, SIGKILL at most
+// 0.5 s later) when etcdlock dies, even of SIGKILL. Elsewhere CMD's process
+// group stands for its tree. No lock can stop a paused or partitioned
+// process from writing late, so a CMD that writes shared state must pass
+// $ETCDLOCK_TOKEN with every write and have the resource reject tokens lower
+// than the highest it has seen. CMD runs in its own process group, so it
+// cannot read from an interactive terminal.
 //
 // # Exit codes
 //
@@ -103,6 +105,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/etcdlock/etcdlock/internal/supervise"
 	"github.com/spf13/cobra"
 )
 
@@ -121,6 +124,7 @@ const (
 var version = ""
 
 func main() {
+	supervise.RunSupervisor() // when this process is a command's supervisor
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -22,10 +22,13 @@ ETCDLOCK_KEY and ETCDLOCK_TOKEN set, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT
 to it (after a SIGTERM or SIGINT, SIGKILL follows --grace later if CMD is
 still running, at once on a second one), and release the lock when it exits.
 
-If the session cannot renew its lease, CMD's group gets SIGTERM at
+If the session cannot renew its lease, CMD's tree gets SIGTERM at
 ValidUntil - grace and SIGKILL at ValidUntil, so CMD is dead before the lock
 can pass on. If the lock is lost without notice (lease revoked, key broken),
-CMD gets SIGTERM at once and SIGKILL grace later. A CMD that writes shared
+CMD's tree gets SIGTERM at once and SIGKILL grace later. On Linux the tree
+is every process CMD started, however it detached (setsid, double fork):
+what is left of it when CMD exits is terminated before the release, and it
+all dies within 0.5 s if etcdlock dies. Elsewhere it is CMD's process group. A CMD that writes shared
 state must pass $ETCDLOCK_TOKEN with its writes, and the resource must reject
 tokens lower than the highest it has seen.
 

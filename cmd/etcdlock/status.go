@@ -223,9 +223,13 @@ func (a *app) printJSON(v any) error {
 	return nil
 }
 
+// plural returns "1 waiter", "2 waiters", "3 processes" and the like.
 func plural(n int, what string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return "1 " + what
+	case strings.HasSuffix(what, "s"):
+		return fmt.Sprintf("%d %ses", n, what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }

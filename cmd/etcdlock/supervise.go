@@ -31,7 +31,7 @@ func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []strin
 	if a.stdin != nil {
 		c.Stdin = a.stdin
 	}
-	child, err := supervise.Start(c)
+	child, err := supervise.Start(c, grace)
 	if err != nil {
 		_ = a.release(s, g) // closing the session revokes the lease anyway
 		return startError(argv[0], err)
@@ -47,7 +47,7 @@ func (a *app) supervise(s *etcdlock.Session, g *grant, path string, argv []strin
 		cfg.Deadline = time.Now().Add(o.maxRuntime)
 	}
 	r := child.Supervise(cfg)
-	return a.finish(s, g, c, argv[0], r)
+	return a.finish(s, g, argv[0], r)
 }
 
 // awaitFreshLease keeps the command from starting on a lease that is about
@@ -131,11 +131,6 @@ func lossText(cause error) string {
 // out before the session itself noticed.
 var errLeaseRanOut = errors.New("the session could not renew its lease before it ran out")
 
-// succeeded reports whether the command exited 0.
-func succeeded(c *exec.Cmd) bool {
-	return c.ProcessState != nil && c.ProcessState.Success()
-}
-
 // complete records g's run (--once), bounded as a release is.
 func (a *app) complete(s *etcdlock.Session, g *grant) error { return bounded(s, g.complete) }
 
@@ -144,8 +139,8 @@ func (a *app) complete(s *etcdlock.Session, g *grant) error { return bounded(s, 
 // command because the lease was running out (terminated), else the
 // command's status. With --once, a command that exited 0 with g held
 // throughout has its run recorded first (grant.complete).
-func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, r supervise.Result) error {
-	werr, lossCause, terminated := r.Err, r.LossCause, r.Terminated && !r.Capped && !r.Stopped
+func (a *app) finish(s *etcdlock.Session, g *grant, argv0 string, r supervise.Result) error {
+	lossCause, terminated := r.LossCause, r.Terminated && !r.Capped && !r.Stopped
 	if lossCause == nil && g.ctx.Err() != nil {
 		lossCause = context.Cause(g.ctx)
 	}
@@ -153,7 +148,7 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, r
 		lossCause = errLeaseRanOut // no release: the lease may be gone, and etcd unreachable
 	}
 	var rerr, cerr error
-	if lossCause == nil && !r.Terminated && g.complete != nil && succeeded(c) {
+	if lossCause == nil && !r.Terminated && g.complete != nil && r.Success {
 		if cerr = a.complete(s, g); errors.Is(cerr, etcdlock.ErrNotHeld) {
 			lossCause, cerr = cerr, nil // lost before the record: not recorded
 		}
@@ -166,10 +161,13 @@ func (a *app) finish(s *etcdlock.Session, g *grant, c *exec.Cmd, argv0 string, r
 			lossCause = rerr
 		}
 	}
-	if c.ProcessState == nil {
-		return exitf(exitUsage, "waiting for command %q: %v", argv0, werr)
+	if r.Err != nil {
+		return exitf(exitUsage, "waiting for command %q: %v", argv0, r.Err)
 	}
-	code, how := supervise.ExitStatus(c.ProcessState)
+	if r.Leftovers > 0 {
+		a.logf("the command left %s running when it exited; terminated before the release", plural(r.Leftovers, "process"))
+	}
+	code, how := r.Code, r.How
 	switch {
 	case lossCause != nil:
 		return exitf(exitLost, "%s %q was lost while the command ran (%s); %s; exiting %d",

@@ -2,18 +2,34 @@
 
 package supervise
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+	"time"
+)
 
 // startChild starts cmd in its own process group (where the platform has
-// them) and returns a channel that receives cmd.Wait's result. There is no
-// parent-death signal here: if this process is killed with SIGKILL, the child
-// lives on.
-func startChild(cmd *exec.Cmd) (<-chan error, error) {
+// them). There is no supervisor here: if this process is killed with
+// SIGKILL, the command lives on, and a process that leaves the group is
+// neither signaled nor waited for.
+func startChild(cmd *exec.Cmd, _ time.Duration) (*Child, error) {
 	cmd.SysProcAttr = groupAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	return done, nil
+	done := make(chan exitState, 1)
+	go func() {
+		err := cmd.Wait()
+		if cmd.ProcessState == nil {
+			done <- exitState{err: err}
+			return
+		}
+		code, how := ExitStatus(cmd.ProcessState)
+		done <- exitState{code: code, how: how, success: cmd.ProcessState.Success()}
+	}()
+	pid := cmd.Process.Pid
+	return &Child{pid: pid, done: done, sig: func(sig syscall.Signal, _ bool) error { return signalGroup(pid, sig) }}, nil
 }
+
+// RunSupervisor returns at once: only Linux runs a supervisor process.
+func RunSupervisor() {}

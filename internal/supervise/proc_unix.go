@@ -26,11 +26,19 @@ func signalGroup(pid int, sig syscall.Signal) error { return syscall.Kill(-pid, 
 // 3", "was killed by SIGKILL"). It cannot fail and is safe for concurrent
 // use.
 func ExitStatus(ps *os.ProcessState) (code int, how string) {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), "was killed by " + SignalName(ws.Signal())
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitStatusText(ws)
 	}
 	code = ps.ExitCode()
 	return code, fmt.Sprintf("exited with status %d", code)
+}
+
+// waitStatusText is ExitStatus for a wait status.
+func waitStatusText(ws syscall.WaitStatus) (code int, how string) {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), "was killed by " + SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), fmt.Sprintf("exited with status %d", ws.ExitStatus())
 }
 
 var signalNames = map[syscall.Signal]string{

@@ -1,8 +1,11 @@
 // Package supervise runs a command under a grant that can run out or be
 // lost: it forwards signals to the command's process group and, when the
-// session's lease runs out or the grant is lost, terminates the group with
-// SIGTERM and then SIGKILL, so the command is dead before the grant can
-// pass to someone else.
+// session's lease runs out or the grant is lost, terminates the command's
+// whole tree with SIGTERM and then SIGKILL, so the command is dead before
+// the grant can pass to someone else.
+//
+// On Linux the tree is every process the command starts, however it
+// detaches (see Start); elsewhere it is the command's process group.
 //
 // The decision of what to send when is killPlan, a pure function of the
 // situation; Supervise only feeds it events and carries out its steps.
@@ -68,8 +71,20 @@ type Event struct {
 // Result is how a supervised child ended; it is a plain value, safe to
 // copy.
 type Result struct {
-	// Err is exec.Cmd.Wait's error.
+	// Err is set when the command's wait failed; then Code, How and
+	// Success are not.
 	Err error
+	// Code is the exit code to pass on: the command's exit status, or
+	// 128+N when it died of signal N.
+	Code int
+	// How says how the command ended, in words: "exited with status 3",
+	// "was killed by SIGKILL".
+	How string
+	// Success says the command exited with status 0.
+	Success bool
+	// Leftovers is how many processes of the command's tree were still
+	// running when it exited, and were terminated (Linux only).
+	Leftovers int
 	// LossCause is the grant's loss cause if it was lost while the child
 	// ran, else nil.
 	LossCause error
@@ -94,15 +109,16 @@ func (c *Child) Supervise(cfg Config) Result {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
-		werr error
-		sig  os.Signal
+		ex  exitState
+		sig os.Signal
 	)
 	for {
 		s.now, s.validUntil = time.Now(), cfg.ValidUntil()
 		p := killPlan(s)
 		s = p.after
 		if c.carryOut(p.steps, sig, cfg.Notify) {
-			return Result{Err: werr, LossCause: s.cause, Terminated: s.termSent || s.killSent, Capped: s.capped,
+			return Result{Err: ex.err, Code: ex.code, How: ex.how, Success: ex.success, Leftovers: ex.leftovers,
+				LossCause: s.cause, Terminated: s.termSent || s.killSent, Capped: s.capped,
 				Stopped: !s.stoppedAt.IsZero()}
 		}
 		if p.wake >= 0 {
@@ -111,7 +127,7 @@ func (c *Child) Supervise(cfg Config) Result {
 			timer.Stop()
 		}
 		select {
-		case werr = <-c.done:
+		case ex = <-c.done:
 			s.trigger = exited
 		case sig = <-cfg.Signals:
 			s.trigger = signaled
@@ -140,9 +156,9 @@ func (c *Child) carryOut(steps []step, sig os.Signal, notify func(Event)) (finis
 				notify(st.event)
 			}
 		case term:
-			_ = c.Signal(syscall.SIGTERM) // the group may be gone: see above
+			_ = c.SignalTree(syscall.SIGTERM) // the tree may be gone: see above
 		case kill:
-			_ = c.Signal(syscall.SIGKILL) // the group may be gone: see above
+			_ = c.SignalTree(syscall.SIGKILL) // the tree may be gone: see above
 		case finish:
 			return true
 		}
