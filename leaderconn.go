@@ -7,6 +7,8 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
+	"io"
 	"reflect"
 	"sync"
 	"time"
@@ -48,9 +50,14 @@ func (k *keeper) leaderEndpoint() string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			conn, err := k.cli.Dial(ep)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
 			ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
 			defer cancel()
-			resp, err := k.cli.Status(ctx, ep)
+			resp, err := quietStatus(ctx, conn)
 			if err != nil {
 				return
 			}
@@ -190,7 +197,7 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 			continue
 		}
 		ctx, cancel := context.WithTimeout(sctx, statusTimeout)
-		resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
+		resp, err := quietStatus(ctx, conn)
 		cancel()
 		switch {
 		case err == nil && resp.Leader != resp.Header.MemberId:
@@ -208,4 +215,35 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 			}
 		}
 	}
+}
+
+// statusMethod is etcd's Status RPC.
+const statusMethod = "/etcdserverpb.Maintenance/Status"
+
+// quietStatus asks the member behind conn for its status without a word in
+// the client's log. The client's unary interceptor logs every failed call
+// at Warn through the user's logger, which would fill the user's stderr
+// with this package's housekeeping during every outage; its stream
+// interceptor does not retry and does not log. So the call goes out as a
+// stream with one request and one response, which is what gRPC makes of a
+// unary call anyway.
+func quietStatus(ctx context.Context, conn *grpc.ClientConn) (*pb.StatusResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream
+	st, err := conn.NewStream(ctx, &grpc.StreamDesc{}, statusMethod)
+	if err != nil {
+		return nil, err
+	}
+	// io.EOF from SendMsg means the stream ended: RecvMsg says why.
+	if err := st.SendMsg(&pb.StatusRequest{}); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err := st.CloseSend(); err != nil {
+		return nil, err
+	}
+	resp := new(pb.StatusResponse)
+	if err := st.RecvMsg(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
