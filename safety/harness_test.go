@@ -133,6 +133,8 @@ type proc struct {
 	steady   bool // never paused or killed (see spawn)
 	exited   bool
 	stopping bool
+	grants   int
+	recent   []string // the last lines of its output, stamped (stallReport)
 }
 
 // pending is an increment whose read was admitted and whose write is not
@@ -311,7 +313,7 @@ func (c *cell) runFaults() time.Duration {
 			break
 		}
 		if elapsed >= cfg.duration+extendCap {
-			c.errorf("minimum counts not reached %v after the cell's %v: %s", extendCap, cfg.duration, c.snapshot())
+			c.errorf("minimum counts not reached %v after the cell's %v: %s\n%s", extendCap, cfg.duration, c.snapshot(), c.stallReport(start))
 			break
 		}
 	}

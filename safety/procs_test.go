@@ -134,6 +134,7 @@ func (c *cell) handle(p *proc, line string) {
 	if len(f) == 0 {
 		return
 	}
+	c.note(p, line)
 	if f[0] == "ABOUT_TO_WRITE" && len(f) == 3 {
 		c.aboutToWrite(p, etcdlock.Token(parseInt(f[1])), parseInt(f[2]))
 		return
@@ -161,6 +162,7 @@ func (c *cell) handle(p *proc, line string) {
 		g := Grant{Client: p.id, Token: etcdlock.Token(parseInt(f[1])), Key: f[2], At: parseInt(f[3])}
 		c.grants = append(c.grants, g)
 		c.n.grants++
+		p.grants++
 		p.lease = leaseOfKey(g.Key)
 	case "READ":
 		c.onRead(p, line, f)
