@@ -115,3 +115,15 @@ func alive(pid int) bool {
 	}
 	return true
 }
+
+// TestRunTreeDiesAtMaxRuntime: --max-runtime ends the whole tree, not only
+// the command's process group, before etcdlock exits 124.
+func TestRunTreeDiesAtMaxRuntime(t *testing.T) {
+	name := uniqueName(t)
+	p := start(t, append([]string{"run", name, "--max-runtime", "1s", "--grace", "200ms", "--"}, treeJob(t, "wait")...)...)
+	pids := treePids(t, p)
+	if code, _ := p.wait(); code != exitTimeLimit {
+		t.Fatalf("exit %d, want %d; stderr: %s", code, exitTimeLimit, p.stderr.String())
+	}
+	requireTreeGone(t, pids, time.Now())
+}
