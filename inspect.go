@@ -24,9 +24,9 @@ type Entry struct {
 	Mode     string // "read" or "write" for an RWMutex; "" otherwise
 	Size     int    // a semaphore's size (its most holders); 0 otherwise
 	Value    string // the election value; "" otherwise
-	// Enqueued is when the key entered the queue, by the clock of the
-	// client that wrote it (not etcd's); zero for keys of versions before
-	// it was recorded.
+	// Enqueued is when the key entered the queue, to the millisecond, by
+	// the clock of the client that wrote it (not etcd's); zero for keys of
+	// versions before it was recorded.
 	Enqueued time.Time
 }
 
@@ -120,9 +120,7 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 		e := Entry{
 			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
 			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
-		}
-		if at, err := time.Parse(time.RFC3339Nano, v.At); err == nil {
-			e.Enqueued = at
+			Enqueued: v.enqueued(),
 		}
 		entries = append(entries, e)
 	}

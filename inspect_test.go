@@ -149,7 +149,7 @@ func TestDescribeEnqueuedAndSize(t *testing.T) {
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			name := uniqueName(t)
-			before := time.Now()
+			before := time.Now().Truncate(time.Millisecond) // recorded in milliseconds
 			if _, err := tc.lock(name); err != nil {
 				t.Fatal(err)
 			}

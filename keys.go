@@ -184,21 +184,31 @@ func tagsCompatible(a, b string) bool {
 }
 
 // keyValue is the JSON value stored with every key. At is when the key
-// entered the queue, by the writing client's clock (RFC 3339, UTC); keys of
-// older versions have none.
+// entered the queue, in milliseconds since the Unix epoch by the writing
+// client's clock; keys of older versions have none. Value is left out when
+// empty. Every byte here is written to every member's log and database
+// with every grant, so the value stays small.
 type keyValue struct {
 	V        int    `json:"v"`
 	Identity string `json:"identity"`
-	Value    string `json:"value"`
-	At       string `json:"at,omitempty"`
+	Value    string `json:"value,omitempty"`
+	At       int64  `json:"at,omitempty"`
 }
 
 func encodeValue(identity, value string, at time.Time) string {
-	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value, At: at.UTC().Format(time.RFC3339Nano)})
+	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli()})
 	if err != nil { // cannot happen for two strings
 		return `{"v":1}`
 	}
 	return string(b)
+}
+
+// enqueued returns when the key entered the queue (zero if unknown).
+func (v keyValue) enqueued() time.Time {
+	if v.At <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.At)
 }
 
 func decodeValue(b []byte) keyValue {

@@ -28,12 +28,16 @@ func TestKeyLayout(t *testing.T) {
 	if !strings.HasPrefix(namePrefix("team-a/x"), listPrefix("team-a/")) || listPrefix("team-a/") != "etcdlock/team-a/" {
 		t.Fatal("team prefix")
 	}
-	at := time.Date(2026, 12, 2, 5, 0, 0, 123, time.UTC)
-	if v := decodeValue([]byte(encodeValue("host/1", "v\"x", at))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" || v.At != "2026-12-02T05:00:00.000000123Z" {
+	at := time.Date(2026, 12, 2, 5, 0, 0, 123456789, time.UTC)
+	if v := decodeValue([]byte(encodeValue("host/1", "v\"x", at))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" ||
+		!v.enqueued().Equal(at.Truncate(time.Millisecond)) {
 		t.Fatalf("value round trip: %+v", v)
 	}
-	if got := encodeValue("i", "", at); got != `{"v":1,"identity":"i","value":"","at":"2026-12-02T05:00:00.000000123Z"}` {
+	if got := encodeValue("i", "", at); got != `{"v":1,"identity":"i","at":1796187600123}` {
 		t.Fatalf("value %s", got)
+	}
+	if v := decodeValue([]byte(`{"v":1,"identity":"i","value":""}`)); !v.enqueued().IsZero() {
+		t.Fatalf("a value without at: enqueued %v, want zero", v.enqueued())
 	}
 }
 
