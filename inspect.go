@@ -105,6 +105,26 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	return out, nil
 }
 
+// NameOfKey returns the name whose queue key is key (a holder's or a
+// waiter's, as Describe and List report them), and true; false for any
+// other key: barrier keys, completion records, keys of other programs.
+// With StateOf it lets a program that watches a prefix keep its own view of
+// many names. It is safe for concurrent use.
+func NameOfKey(key string) (string, bool) {
+	pk, ok := parseKey(key)
+	return pk.name, ok
+}
+
+// StateOf returns what Describe reports for name when its read returns kvs
+// at revision rev. kvs may be in any order; keys of other names and keys
+// that are not queue keys are left out. It does not modify kvs, cannot
+// fail, and is safe for concurrent use.
+func StateOf(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
+	sorted := append([]*mvccpb.KeyValue(nil), kvs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].CreateRevision < sorted[j].CreateRevision })
+	return buildState(name, sorted, rev)
+}
+
 // buildState splits a name's keys (sorted by create revision) into holders
 // and waiters by the rules of the kind of the first key.
 func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {

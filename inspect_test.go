@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -162,5 +164,65 @@ func TestDescribeEnqueuedAndSize(t *testing.T) {
 				t.Fatalf("holder: size %d, enqueued %v; want size %d, enqueued within [%v, %v]", h.Size, h.Enqueued, tc.size, before, after)
 			}
 		})
+	}
+}
+
+func TestNameOfKey(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		name string
+		ok   bool
+	}{
+		{"etcdlock/billing/nightly%/m/694d8c1e2b3a4f01-0", "billing/nightly", true},
+		{"etcdlock/a%25b%/s3/1-2", "a%b", true},
+		{"etcdlock/billing/nightly%!/694d8c1e2b3a4f01", "", false}, // barrier
+		{"etcdlock/billing/nightly%!done", "", false},              // completion record
+		{"other/key", "", false},
+		{"etcdlock/x%/m", "", false},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if name, ok := NameOfKey(tc.key); name != tc.name || ok != tc.ok {
+				t.Fatalf("NameOfKey = %q, %v; want %q, %v", name, ok, tc.name, tc.ok)
+			}
+		})
+	}
+}
+
+// TestStateOfMatchesDescribe: StateOf over a name's keys, in any order,
+// is what Describe reads.
+func TestStateOfMatchesDescribe(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	sem := func() *Semaphore { return NewSemaphore(openSession(t, cli), name, 2) }
+	for i := 0; i < 2; i++ {
+		if _, err := sem().Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := sem().TryAcquire(ctx)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("third TryAcquire: %v, want ErrLocked", err)
+	}
+	waiter := sem()
+	go func() { _, _ = waiter.Acquire(ctx) }() // ends with the test's sessions
+	var want *LockState
+	waitFor(t, 10*time.Second, "the waiter in the queue", func() bool {
+		st, err := Describe(ctx, cli, name)
+		want = st
+		return err == nil && len(st.Waiters) == 1
+	})
+	resp, err := cli.Get(ctx, namePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(want.Revision))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := resp.Kvs
+	slices.Reverse(kvs)
+	got := StateOf(name, kvs, want.Revision)
+	if !reflect.DeepEqual(&got, want) {
+		t.Fatalf("StateOf = %+v\nDescribe = %+v", got, want)
+	}
+	if other := StateOf("other", kvs, want.Revision); other.Holder != nil || len(other.Waiters) != 0 {
+		t.Fatalf("StateOf of another name: %+v, want empty", other)
 	}
 }
