@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/lockjson"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -46,7 +47,7 @@ func (a *app) printLeader(info etcdlock.LeaderInfo, self bool, output string) {
 }
 
 // leaseHex formats a lease ID as etcd and the key layout do.
-func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
+func leaseHex(id clientv3.LeaseID) string { return lockjson.LeaseHex(id) }
 
 // checkElection fails if name is used by another kind of recipe (Observe
 // would retry that forever).

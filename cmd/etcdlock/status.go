@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/lockjson"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -36,47 +37,14 @@ lease, read in one linearizable request (plus one TimeToLive per lease).`,
 	return cmd
 }
 
-// entryJSON is one holder or waiter in status's and ls's JSON output.
-type entryJSON struct {
-	Key      string `json:"key"`
-	Token    int64  `json:"token"`
-	Lease    string `json:"lease"` // hex, as etcdctl prints leases
-	Identity string `json:"identity"`
-	Kind     string `json:"kind"`
-	Mode     string `json:"mode,omitempty"`
-	Size     int    `json:"size,omitempty"` // a semaphore's size
-	Value    string `json:"value,omitempty"`
-	// Enqueued is when the key entered the queue, by the clock of the
-	// client that wrote it (RFC 3339); InQueue is the seconds since, by
-	// this process's clock. Both are absent for keys of older versions.
-	Enqueued string   `json:"enqueued,omitempty"`
-	InQueue  *float64 `json:"in_queue_seconds,omitempty"`
-	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
-	// lease is gone (status only).
-	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
-}
-
-// statusJSON is status's JSON output: LockState with leases' time left.
-type statusJSON struct {
-	Name     string      `json:"name"`
-	Revision int64       `json:"revision"`
-	Holder   *entryJSON  `json:"holder"` // null when free; holders[0] otherwise
-	Holders  []entryJSON `json:"holders"`
-	Waiters  []entryJSON `json:"waiters"`
-}
+// entryJSON and statusJSON are status's (and ls's) JSON shapes.
+type (
+	entryJSON  = lockjson.Entry
+	statusJSON = lockjson.Status
+)
 
 func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
-	j := entryJSON{Key: e.Key, Token: int64(e.Token), Lease: leaseHex(e.Lease), Identity: e.Identity,
-		Kind: e.Kind, Mode: e.Mode, Size: e.Size, Value: e.Value}
-	if !e.Enqueued.IsZero() {
-		j.Enqueued = e.Enqueued.Format(time.RFC3339Nano)
-		age := max(0, time.Since(e.Enqueued)).Seconds()
-		j.InQueue = &age
-	}
-	if ttl, ok := ttls[e.Lease]; ok {
-		j.LeaseTTLLeft = &ttl
-	}
-	return j
+	return lockjson.FromEntry(e, ttls, time.Now())
 }
 
 // status prints the holders and waiters of name.
@@ -130,17 +98,7 @@ func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdl
 
 // toStatusJSON is st with the leases' time left.
 func toStatusJSON(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64) statusJSON {
-	out := statusJSON{Name: st.Name, Revision: st.Revision, Holders: []entryJSON{}, Waiters: []entryJSON{}}
-	for _, e := range st.Holders {
-		out.Holders = append(out.Holders, toEntryJSON(e, ttls))
-	}
-	for _, e := range st.Waiters {
-		out.Waiters = append(out.Waiters, toEntryJSON(e, ttls))
-	}
-	if len(out.Holders) > 0 {
-		out.Holder = &out.Holders[0]
-	}
-	return out
+	return lockjson.FromState(st, ttls, time.Now())
 }
 
 // kindText is e's kind, with a semaphore's size ("semaphore of 3").

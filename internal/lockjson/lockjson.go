@@ -1,0 +1,77 @@
+// Package lockjson is the JSON shape of a lock's state that etcdlock's
+// status, ls and ui commands print and serve: one definition, so that a
+// script written against `etcdlock status -o json` reads the status page's
+// API too.
+package lockjson
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Entry is one holder or waiter.
+type Entry struct {
+	Key      string `json:"key"`
+	Token    int64  `json:"token"`
+	Lease    string `json:"lease"` // hex, as etcdctl prints leases
+	Identity string `json:"identity"`
+	Kind     string `json:"kind"`
+	Mode     string `json:"mode,omitempty"`
+	Size     int    `json:"size,omitempty"` // a semaphore's size
+	Value    string `json:"value,omitempty"`
+	// Enqueued is when the key entered the queue, by the clock of the
+	// client that wrote it (RFC 3339); InQueue is the seconds since, by
+	// this process's clock. Both are absent for keys of older versions.
+	Enqueued string   `json:"enqueued,omitempty"`
+	InQueue  *float64 `json:"in_queue_seconds,omitempty"`
+	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
+	// lease is gone; absent when it was not asked for.
+	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
+}
+
+// Status is a name's state: etcdlock.LockState with the leases' time left.
+type Status struct {
+	Name     string  `json:"name"`
+	Revision int64   `json:"revision"`
+	Holder   *Entry  `json:"holder"` // null when free; holders[0] otherwise
+	Holders  []Entry `json:"holders"`
+	Waiters  []Entry `json:"waiters"`
+}
+
+// FromEntry returns e's JSON shape at now, with the time left on its lease
+// if ttls has it. It cannot fail and is safe for concurrent use.
+func FromEntry(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64, now time.Time) Entry {
+	j := Entry{Key: e.Key, Token: int64(e.Token), Lease: LeaseHex(e.Lease), Identity: e.Identity,
+		Kind: e.Kind, Mode: e.Mode, Size: e.Size, Value: e.Value}
+	if !e.Enqueued.IsZero() {
+		j.Enqueued = e.Enqueued.Format(time.RFC3339Nano)
+		age := max(0, now.Sub(e.Enqueued)).Seconds()
+		j.InQueue = &age
+	}
+	if ttl, ok := ttls[e.Lease]; ok {
+		j.LeaseTTLLeft = &ttl
+	}
+	return j
+}
+
+// FromState returns st's JSON shape at now, with the leases' time left that
+// ttls has. It cannot fail and is safe for concurrent use.
+func FromState(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64, now time.Time) Status {
+	out := Status{Name: st.Name, Revision: st.Revision, Holders: []Entry{}, Waiters: []Entry{}}
+	for _, e := range st.Holders {
+		out.Holders = append(out.Holders, FromEntry(e, ttls, now))
+	}
+	for _, e := range st.Waiters {
+		out.Waiters = append(out.Waiters, FromEntry(e, ttls, now))
+	}
+	if len(out.Holders) > 0 {
+		out.Holder = &out.Holders[0]
+	}
+	return out
+}
+
+// LeaseHex formats a lease ID as etcd and the key layout do.
+func LeaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
