@@ -36,7 +36,12 @@ func key(rev int64) string {
 }
 
 func (s *script) create(rev, lease int64) {
-	s.h.Queue = append(s.h.Queue, QueueEvent{Revision: rev, Key: key(rev), CreateRevision: rev, Lease: lease})
+	s.h.Queue = append(s.h.Queue, QueueEvent{Revision: rev, Key: key(rev), CreateRevision: rev, Lease: lease, Arrived: s.tick()})
+}
+
+// cancel records a canceled Lock of lease from now to end.
+func (s *script) cancel(client int, lease, end int64) {
+	s.h.Cancels = append(s.h.Cancels, Cancel{Client: client, Lease: lease, Start: s.tick(), End: end})
 }
 
 func (s *script) del(rev, created int64) {
@@ -284,6 +289,57 @@ func TestCheckFIFOSkippedWaiter(t *testing.T) {
 	s.grant(1, 14, 14)
 	s.del(15, 14)
 	mustPass(t, s.finish(0))
+}
+
+func TestCheckFIFOCanceledWaiter(t *testing.T) {
+	// Key 11 of lease 2 reaches the front at 12 and is deleted at 13
+	// without a grant, and lease 2 enqueues again at 14; it belongs to a
+	// Lock that its client canceled: fine.
+	canceled := func(reuse bool) *script {
+		s := newScript()
+		s.create(10, 1)
+		s.grant(0, 10, 10)
+		s.cancel(1, 2, 0)
+		if reuse {
+			// The name of 11 had another key after the cancel began:
+			// 11 is not the canceled Lock's key but a late re-creation.
+			keyNames[9] = key(11)
+			s.create(9, 2)
+			s.del(9, 9)
+		}
+		s.create(11, 2)
+		s.del(12, 10)
+		s.del(13, 11)
+		s.create(14, 2)
+		s.grant(1, 14, 14)
+		s.del(15, 14)
+		return s
+	}
+	mustPass(t, canceled(false).finish(0))
+	t.Cleanup(func() { delete(keyNames, 9) })
+	mustFail(t, canceled(true).finish(0), FIFO)
+	// A key created before the cancel began is not excused.
+	s := newScript()
+	s.create(10, 1)
+	s.grant(0, 10, 10)
+	s.create(11, 2)
+	s.cancel(1, 2, 0)
+	s.del(12, 10)
+	s.del(13, 11)
+	s.create(14, 2)
+	s.grant(1, 14, 14)
+	s.del(15, 14)
+	mustFail(t, s.finish(0), FIFO)
+	// Nor a key that lives on with its lease (never deleted while the
+	// session lived): a phantom.
+	s = newScript()
+	s.create(10, 1)
+	s.grant(0, 10, 10)
+	s.cancel(1, 2, 0)
+	s.create(11, 2)
+	s.create(12, 2)
+	s.del(13, 10)
+	mustFail(t, s.finish(0), FIFO)
 }
 
 func TestCheckGuardedWrites(t *testing.T) {

@@ -27,7 +27,12 @@
 // members, two of five members down, compactions, and holds of the link
 // through which the workers reach one member, often the leader (not in the
 // guarded-etcd cell) (embedtest's Link.Hold: what they send meanwhile is
-// delivered after they gave up on it). Everything is healed before the end.
+// delivered after they gave up on it). In the fenced-register cells half of
+// the holds are late-write holds: the leader's link and two others held for
+// 20-30 s while a steady worker cancels a Lock whose enqueue is in the held
+// path, so the library must give up a key name of unknown outcome and go
+// on locking the same names while everything held waits to be delivered.
+// Everything is healed before the end.
 //
 // What the clients saw is collected in a History and judged by Check:
 // linearizability of the increments (github.com/anishathalye/porcupine),

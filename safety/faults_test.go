@@ -82,6 +82,10 @@ func (c *cell) memberLane(ctx context.Context) {
 const (
 	holdMin = 12 * time.Second
 	holdMax = 30 * time.Second
+	// lateHoldMin is the shortest late-write hold: long enough for a
+	// reaper that waits "long enough" (the old code waited 10 s) to free
+	// the name and for the worker to lock it again while the hold lasts.
+	lateHoldMin = 20 * time.Second
 )
 
 // linkLane holds the workers' links to one to three members (see
@@ -97,6 +101,10 @@ const (
 // increments below the cell's minimums.
 func (c *cell) linkLane(ctx context.Context) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
+		if c.cfg.role == roleRegister && c.randN(2) == 0 {
+			c.lateHold(ctx)
+			continue
+		}
 		held := c.holdTargets()
 		for _, i := range held {
 			c.links[i].Hold()
@@ -109,6 +117,61 @@ func (c *cell) linkLane(ctx context.Context) {
 			c.links[i].Restore()
 		}
 	}
+}
+
+// lateHold is the late-write scenario: it holds the leader's link and two
+// others for lateHoldMin-holdMax, and early in the hold has a steady worker
+// cancel its next Lock after 0.1-1 s. The Lock's enqueue, sent to the
+// leader, is held: its outcome unknown, the library gives its key name up,
+// and whatever the library sends to make that name safe again may be held
+// too. The steady worker goes on locking the same names on the links that
+// answer, and everything held is delivered when the hold ends, long after
+// the cancel. An unguarded delete or create in that path (a reaper that
+// frees a name after "enough time") shows as two holders or a phantom
+// holder to the checkers.
+func (c *cell) lateHold(ctx context.Context) {
+	ms := c.c.Members()
+	held := []int{c.randN(len(ms))}
+	for j, m := range ms {
+		if m == c.c.Leader() {
+			held[0] = j
+		}
+	}
+	for len(held) < 3 {
+		if j := c.randN(len(ms)); !slices.Contains(held, j) {
+			held = append(held, j)
+		}
+	}
+	for _, i := range held {
+		c.links[i].Hold()
+	}
+	c.mu.Lock()
+	c.n.holds++
+	c.n.lateHolds++
+	steady := c.steadyLocked()
+	c.mu.Unlock()
+	if sleepCtx(ctx, c.randDur(200*time.Millisecond, 2*time.Second)) && steady != nil {
+		c.sendLine(steady, "CANCEL "+c.randDur(100*time.Millisecond, time.Second).String())
+	}
+	sleepCtx(ctx, c.randDur(lateHoldMin, holdMax))
+	for _, i := range held {
+		c.links[i].Restore()
+	}
+}
+
+// steadyLocked returns a random steady worker that is running, or nil.
+// c.mu is held.
+func (c *cell) steadyLocked() *proc {
+	var cands []*proc
+	for _, p := range c.procs {
+		if p.steady && !p.exited {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return cands[c.randN(len(cands))]
 }
 
 // holdTargets picks the members whose links the next hold holds: one

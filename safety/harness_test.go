@@ -72,6 +72,7 @@ type counts struct {
 	pauseExpiries, targetedExpiries    int
 	sessionsLost, lockErrors, grants   int
 	scenarios, clean                   int
+	lateHolds, cancels                 int // the late-write scenario (lateHold)
 }
 
 func (a *counts) add(b counts) {
@@ -100,15 +101,17 @@ func (a *counts) add(b counts) {
 	a.grants += b.grants
 	a.scenarios += b.scenarios
 	a.clean += b.clean
+	a.lateHolds += b.lateHolds
+	a.cancels += b.cancels
 }
 
 func (a counts) String() string {
 	return fmt.Sprintf("ops acknowledged=%d failed=%d unknown=%d | pauses=%d (targeted %d, in critical section %d, random %d) kills=%d | "+
-		"member crashes=%d (leader %d, 2-of-5-down %d) isolations=%d compactions=%d link holds=%d | "+
+		"member crashes=%d (leader %d, 2-of-5-down %d) isolations=%d compactions=%d link holds=%d (late-write %d, Locks canceled %d) | "+
 		"lease expiries from pauses=%d (targeted %d) sessions lost=%d | stale writes rejected=%d stale reads rejected=%d | "+
 		"grants=%d targeted scenarios=%d (clean %d)",
 		a.acked, a.failed, a.unknown, a.pauses, a.targeted, a.csPauses, a.random, a.kills,
-		a.memberCrashes, a.leaderCrashes, a.twoDown, a.isolations, a.compactions, a.holds,
+		a.memberCrashes, a.leaderCrashes, a.twoDown, a.isolations, a.compactions, a.holds, a.lateHolds, a.cancels,
 		a.pauseExpiries, a.targetedExpiries, a.sessionsLost, a.staleWrites, a.staleReads,
 		a.grants, a.scenarios, a.clean)
 }
@@ -125,16 +128,17 @@ type proc struct {
 	stdin io.WriteCloser
 
 	// guarded by cell.mu
-	lease    int64
-	pend     *pending
-	paused   bool
-	killed   bool
-	busy     bool // victim or held in a targeted scenario: no other fault touches it
-	steady   bool // never paused or killed (see spawn)
-	exited   bool
-	stopping bool
-	grants   int
-	recent   []string // the last lines of its output, stamped (stallReport)
+	lease     int64
+	pend      *pending
+	paused    bool
+	killed    bool
+	busy      bool // victim or held in a targeted scenario: no other fault touches it
+	steady    bool // never paused or killed (see spawn)
+	exited    bool
+	stopping  bool
+	grants    int
+	recent    []string // the last lines of its output, stamped (stallReport)
+	canceling *Cancel  // a bounded Lock that has not returned yet
 }
 
 // pending is an increment whose read was admitted and whose write is not
@@ -182,6 +186,7 @@ type cell struct {
 	ops         []Op
 	grants      []Grant
 	lostWaits   []LostWait
+	cancels     []Cancel
 	n           counts
 	armTargeted bool
 	armCS       bool

@@ -82,6 +82,15 @@ type LostWait struct {
 	At     int64
 }
 
+// Cancel is a Lock that its client bounded (the late-write scenario), from
+// its call (Start) to its return (End): its key may reach the front of the
+// queue and be deleted without a grant.
+type Cancel struct {
+	Client     int
+	Lease      int64
+	Start, End int64
+}
+
 // Probe is a linearizable read the test made while the workload ran: issued
 // at At, it answered with the cluster's Revision, so every revision
 // committed before At is at most Revision.
@@ -135,6 +144,9 @@ type History struct {
 	// LostWaits are the Locks that failed with ErrLockLost (the waiter's
 	// key was deleted by someone else) while their clients waited.
 	LostWaits []LostWait
+	// Cancels are the Locks that the clients bounded, which may end
+	// without a grant.
+	Cancels []Cancel
 }
 
 // queueKey is one key of the lock's queue, rebuilt from the watch history.
@@ -143,6 +155,7 @@ type queueKey struct {
 	create int64
 	del    int64 // 0: never deleted
 	delAt  int64 // when the test received the deletion (0: unknown)
+	at     int64 // when the test received the creation (0: unknown)
 	lease  int64
 	front  int64 // revision from which it was the lowest live key; 0 if never
 }
@@ -170,7 +183,7 @@ func buildQueue(h *History) *queueState {
 			if ev.CreateRevision != ev.Revision {
 				continue // a rewrite of a live key (Proclaim, touch)
 			}
-			k := &queueKey{key: ev.Key, create: ev.CreateRevision, lease: ev.Lease}
+			k := &queueKey{key: ev.Key, create: ev.CreateRevision, lease: ev.Lease, at: ev.Arrived}
 			live[ev.Key] = k
 			q.byCreate[k.create] = k
 			q.keys = append(q.keys, k)

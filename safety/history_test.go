@@ -56,7 +56,7 @@ func (c *cell) waitQueueEmpty(ctx context.Context) {
 func (c *cell) history() *History {
 	c.mu.Lock()
 	h := &History{Ops: append([]Op(nil), c.ops...), Grants: append([]Grant(nil), c.grants...), QueueDir: c.dir,
-		LostWaits: append([]LostWait(nil), c.lostWaits...)}
+		LostWaits: append([]LostWait(nil), c.lostWaits...), Cancels: c.allCancels()}
 	c.mu.Unlock()
 	if c.reg != nil {
 		h.Final = c.reg.Value()
@@ -107,4 +107,19 @@ func (c *cell) fillFromEtcd(h *History, events []recorded) {
 	if c.reg == nil {
 		h.AdmissionsAtRevisions = true
 	}
+}
+
+// allCancels returns the canceled Locks, with those still running (no
+// CANCELED yet: the worker was killed or the cell ended) as ending now.
+// c.mu is held.
+func (c *cell) allCancels() []Cancel {
+	out := append([]Cancel(nil), c.cancels...)
+	for _, p := range c.procs {
+		if cl := p.canceling; cl != nil {
+			end := *cl
+			end.End = monoNow()
+			out = append(out, end)
+		}
+	}
+	return out
 }

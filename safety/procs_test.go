@@ -84,11 +84,14 @@ func (c *cell) spawn() error {
 }
 
 // sendGo lets p write.
-func (c *cell) sendGo(p *proc) {
+func (c *cell) sendGo(p *proc) { c.sendLine(p, "GO") }
+
+// sendLine writes one line to p's standard input.
+func (c *cell) sendLine(p *proc, line string) {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	if p.stdin != nil {
-		_, _ = io.WriteString(p.stdin, "GO\n") // fails only once p is gone
+		_, _ = io.WriteString(p.stdin, line+"\n") // fails only once p is gone
 	}
 }
 
@@ -119,6 +122,7 @@ func leaseOfKey(key string) int64 {
 var lineFields = map[string]int{
 	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 3, "GRANT": 4, "READ": -5, "WROTE": 5,
 	"SESSION_LOST": 0, "SESSIONERR": 0, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
+	"CANCELING": 3, "CANCELED": 3,
 }
 
 // malformed reports a line of an unknown kind or with the wrong number of
@@ -155,6 +159,16 @@ func (c *cell) handle(p *proc, line string) {
 		c.onUnlock(p, f)
 	case "LOCKERR":
 		c.n.lockErrors++
+	case "CANCELING":
+		v, _ := strconv.ParseUint(f[1], 16, 64)
+		p.canceling = &Cancel{Client: p.id, Lease: int64(v), Start: parseInt(f[2])}
+	case "CANCELED":
+		if cl := p.canceling; cl != nil {
+			cl.End = parseInt(f[2])
+			c.cancels = append(c.cancels, *cl)
+			c.n.cancels++
+			p.canceling = nil
+		}
 	case "LOCKLOST":
 		v, _ := strconv.ParseUint(f[1], 16, 64)
 		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2])})

@@ -62,7 +62,8 @@ func checkGrants(h *History, unbounded *int) []string {
 // CheckFIFO checks the queue's grant order (see FIFO) and returns
 // what it found. A waiter "stayed alive" when its lease created a later key
 // in the queue: its session outlived the acquisition, so nothing but a
-// grant can have ended it (the workers neither time out nor cancel a Lock).
+// grant can have ended it (the workers do not time out a Lock), unless
+// its client canceled the Lock (see canceledKey).
 func CheckFIFO(h *History) []string {
 	var v violations
 	q := buildQueue(h)
@@ -86,7 +87,7 @@ func CheckFIFO(h *History) []string {
 			prev = k
 			continue
 		}
-		if later := lastByLease[k.lease]; later > k.create {
+		if later := lastByLease[k.lease]; later > k.create && !canceledKey(q, h, k, later) {
 			v.add("waiter %s (token %d) reached the front at revision %d while its session lived on (it enqueued again at %d), but was never granted",
 				k.key, k.create, k.front, later)
 		}
@@ -130,4 +131,34 @@ func CheckHeld(h *History) []string {
 		}
 	}
 	return v.list()
+}
+
+// canceledKey reports whether k, never granted, may be the key of a Lock
+// its client canceled: its lease's client had begun a canceled Lock before
+// the key was created, no other key of its name was created in between (a
+// canceled Lock's name is not reused before its key is gone), and the key
+// was deleted while the session lived on (its lease created a key, at
+// revision later, after the deletion). A key that a late write re-created
+// after its name was given up (a phantom) is deleted only with its lease,
+// or after its name was used again, so it is not excused.
+func canceledKey(q *queueState, h *History, k *queueKey, later int64) bool {
+	if k.del == 0 || later < k.del || k.at == 0 {
+		return false
+	}
+	for _, c := range h.Cancels {
+		if c.Lease != k.lease || c.Start > k.at {
+			continue
+		}
+		reused := false
+		for _, g := range q.keys {
+			if g.key == k.key && g != k && g.at >= c.Start && g.at < k.at {
+				reused = true
+				break
+			}
+		}
+		if !reused {
+			return true
+		}
+	}
+	return false
 }

@@ -36,6 +36,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -93,6 +94,10 @@ type worker struct {
 	opts   []etcdlock.SessionOption // of every session
 	rotate time.Duration            // envRotate; 0: keep a session until it is lost
 	goCh   chan struct{}
+	// cancelNext, when not zero, bounds the next Lock (nanoseconds): the
+	// harness's late-write scenario (see lateHold) cancels a Lock whose
+	// enqueue may be held in a network path.
+	cancelNext atomic.Int64
 
 	outMu sync.Mutex
 	out   *bufio.Writer
@@ -185,15 +190,34 @@ func workerClientConfig(endpoints []string, role string) clientv3.Config {
 	}
 }
 
-// readStdin turns "GO" lines into goCh sends; end of input ends the worker.
+// readStdin turns "GO" lines into goCh sends and "CANCEL D" lines into a
+// bound D on the next Lock; end of input ends the worker.
 func (w *worker) readStdin() {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		if sc.Text() == "GO" {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 1 && f[0] == "GO":
 			w.goCh <- struct{}{}
+		case len(f) == 2 && f[0] == "CANCEL":
+			if d, err := time.ParseDuration(f[1]); err == nil {
+				w.cancelNext.Store(int64(d))
+			}
 		}
 	}
 	w.cancel()
+}
+
+// lockCtx returns the context of the next Lock: w.ctx, or a child of it
+// that ends after the bound the harness asked for (reported as CANCELING).
+func (w *worker) lockCtx(s *etcdlock.Session) (context.Context, context.CancelFunc, bool) {
+	d := time.Duration(w.cancelNext.Swap(0))
+	if d <= 0 {
+		return w.ctx, func() {}, false
+	}
+	w.say("CANCELING %x %d", int64(s.Lease()), monoNow())
+	ctx, cancel := context.WithTimeout(w.ctx, d)
+	return ctx, cancel, true
 }
 
 func (w *worker) say(format string, args ...any) {
@@ -246,14 +270,23 @@ func (w *worker) runMutex() {
 			continue
 		}
 		w.say("ENQ %d", monoNow())
-		// No timeout: a Lock that fails with its session alive would be a
-		// finding (the FIFO checker relies on it).
-		l, err := etcdlock.NewMutex(s, w.name).Lock(w.ctx)
-		if err != nil {
+		// No timeout, unless the harness asks for one (CANCEL): a Lock
+		// that fails with its session alive would be a finding (the FIFO
+		// checker relies on it).
+		lctx, cancel, bounded := w.lockCtx(s)
+		l, err := etcdlock.NewMutex(s, w.name).Lock(lctx)
+		cancel()
+		switch {
+		case err != nil && bounded && lctx.Err() != nil && w.ctx.Err() == nil:
+			w.say("CANCELED %x %d", int64(s.Lease()), monoNow())
+			continue
+		case err != nil:
 			if w.ctx.Err() == nil {
 				w.lockErr(s, err)
 			}
 			continue
+		case bounded:
+			w.say("CANCELED %x %d", int64(s.Lease()), monoNow()) // granted first: nothing was given up
 		}
 		w.say("GRANT %d %s %d", l.Token(), l.Key(), monoNow())
 		w.incr(l)
