@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/etcdlock/etcdlock/internal/ui"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) uiCmd() *cobra.Command {
+	var (
+		listen     string
+		prefix     string
+		allowBreak bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ui [--listen 127.0.0.1:8080] [--prefix P] [--allow-break]",
+		Short: "Serve a live status page of every lock under a prefix",
+		Long: `Serve a page that shows every lock, semaphore, read-write lock and election
+whose name starts with --prefix (all by default): holders with their token,
+identity, lease and time left, waiters in grant order, an election's leader
+and candidates, a timeline of grants, releases and expiries, and a chart of
+the last 15 minutes. It is driven by one watch of etcd, however many pages
+are open, and also serves the same data as JSON (/api/locks, in the shapes of
+status -o json) and as server-sent events (/api/stream).
+
+The page is read-only and listens on localhost unless told otherwise.
+--allow-break adds a Break button to every holder: it asks for
+confirmation, then deletes exactly that grant (guarded by its token, as
+etcdlock break does). It runs until interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.serveUI(listen, prefix, allowBreak)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve the page on")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "show the names that start with this prefix")
+	cmd.Flags().BoolVar(&allowBreak, "allow-break", false, "add a Break button to every holder")
+	return cmd
+}
+
+// serveUI serves the status page until a signal comes.
+func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
+	sigs, stopSigs := notifySignals()
+	defer stopSigs()
+	cli, err := a.connect(context.Background())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	srv, err := ui.New(cli, ui.Config{Prefix: prefix, AllowBreak: allowBreak})
+	if err != nil {
+		return exitf(exitUsage, "%v", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return exitf(exitUsage, "--listen: %v", err)
+	}
+	mode := "read-only"
+	if allowBreak {
+		mode = "break allowed"
+	}
+	a.logf("serving the status page of %q on http://%s/ (%s); Ctrl-C ends it", prefix, ln.Addr(), mode)
+	return runUI(srv, ln, sigs)
+}
+
+// runUI runs the page's view and its HTTP server until a signal comes (or
+// the server fails), and waits for both.
+func runUI(srv *ui.Server, ln net.Listener, sigs <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	viewDone := make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		_ = srv.Run(ctx) // returns ctx's error once it ends
+	}()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-sigs:
+	case err = <-served:
+	}
+	cancel()
+	<-viewDone // the event streams have ended
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = hs.Shutdown(sctx) // a client still sending is cut off
+	if err == nil {
+		err = <-served
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return exitf(exitUsage, "status page: %v", err)
+}

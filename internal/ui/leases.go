@@ -1,0 +1,135 @@
+package ui
+
+// This file holds what the page asks about leases: the time left on the
+// leases it shows, and whether the lease of a deleted key lived on.
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	// ttlFresh is how long an answer about a lease's time left is shown
+	// before it is asked again.
+	ttlFresh = time.Second
+	// askEach is how many distinct leases are asked about one by one; past
+	// it, one call lists every lease.
+	askEach = 16
+	// leaseTimeout bounds each question about leases.
+	leaseTimeout = 2 * time.Second
+)
+
+// ttlCache asks etcd about leases. It is safe for concurrent use.
+type ttlCache struct {
+	cli *clientv3.Client
+
+	mu   sync.Mutex
+	left map[clientv3.LeaseID]ttlAnswer
+}
+
+type ttlAnswer struct {
+	ttl int64 // seconds left; -1: gone
+	at  time.Time
+}
+
+func newTTLCache(cli *clientv3.Client) *ttlCache {
+	return &ttlCache{cli: cli, left: map[clientv3.LeaseID]ttlAnswer{}}
+}
+
+// timeLeft returns the seconds left on each lease (-1 for a gone one),
+// asking etcd about those not asked within ttlFresh. A lease it cannot ask
+// about is left out.
+func (c *ttlCache) timeLeft(ctx context.Context, leases []clientv3.LeaseID) map[clientv3.LeaseID]int64 {
+	now := time.Now()
+	out := map[clientv3.LeaseID]int64{}
+	var ask []clientv3.LeaseID
+	c.mu.Lock()
+	for _, id := range leases {
+		if a, ok := c.left[id]; ok && now.Sub(a.at) < ttlFresh {
+			out[id] = a.ttl
+		} else if _, dup := out[id]; !dup {
+			ask = append(ask, id)
+			out[id] = 0 // placeholder, replaced or removed below
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ask {
+		delete(out, id)
+		actx, cancel := context.WithTimeout(ctx, leaseTimeout)
+		resp, err := c.cli.TimeToLive(actx, id)
+		cancel()
+		var ttl int64
+		switch {
+		case err != nil && isLeaseNotFound(err):
+			ttl = -1
+		case err != nil:
+			continue
+		default:
+			ttl = resp.TTL
+		}
+		out[id] = ttl
+		c.mu.Lock()
+		c.left[id] = ttlAnswer{ttl: ttl, at: now}
+		c.mu.Unlock()
+	}
+	c.prune(now)
+	return out
+}
+
+// prune forgets answers older than a minute.
+func (c *ttlCache) prune(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.left) < 10000 {
+		return
+	}
+	for id, a := range c.left {
+		if now.Sub(a.at) > time.Minute {
+			delete(c.left, id)
+		}
+	}
+}
+
+// alive reports which of leases etcd still has, and whether it could tell.
+func (c *ttlCache) alive(ctx context.Context, leases []clientv3.LeaseID) (map[clientv3.LeaseID]bool, bool) {
+	distinct := map[clientv3.LeaseID]bool{}
+	for _, id := range leases {
+		distinct[id] = false
+	}
+	if len(distinct) <= askEach {
+		for id := range distinct {
+			actx, cancel := context.WithTimeout(ctx, leaseTimeout)
+			resp, err := c.cli.TimeToLive(actx, id)
+			cancel()
+			switch {
+			case err != nil && isLeaseNotFound(err):
+			case err != nil:
+				return nil, false
+			default:
+				distinct[id] = resp.TTL > 0
+			}
+		}
+		return distinct, true
+	}
+	actx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	defer cancel()
+	resp, err := c.cli.Leases(actx)
+	if err != nil {
+		return nil, false
+	}
+	for _, l := range resp.Leases {
+		if _, ok := distinct[l.ID]; ok {
+			distinct[l.ID] = true
+		}
+	}
+	return distinct, true
+}
+
+// isLeaseNotFound reports etcd's "requested lease not found".
+func isLeaseNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "requested lease not found")
+}

@@ -1,0 +1,247 @@
+// Package ui is etcdlock's live status page: every lock, semaphore,
+// read-write lock and election under a prefix, with holders, waiters in
+// grant order, a timeline of what changed and a chart of the last 15
+// minutes, plus a JSON API and a server-sent-events stream of the same.
+//
+// One Server keeps one view of etcd, built from one paged read and then one
+// watch on the prefix, however many pages are open: it never polls a lock.
+// (The time left on a lease is asked for the holders and waiters a page
+// shows, at most once a second per lease.)
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// ErrInvalidConfig is wrapped by New's errors.
+var ErrInvalidConfig = errors.New("etcdlock ui: invalid configuration")
+
+// Config says what a Server shows and what it allows. New reads it once.
+type Config struct {
+	// Prefix: the page shows the names that start with it ("" for all).
+	Prefix string
+	// AllowBreak adds a Break button to every holder (off: read-only).
+	AllowBreak bool
+	// Logger gets the server's own warnings; nil for none.
+	Logger *zap.Logger
+}
+
+// Server serves the status page of one client's cluster. Its methods are
+// safe for concurrent use; Run must be called once, and the page shows a
+// "loading" state until Run has read the prefix.
+type Server struct {
+	// Set by New, read-only after.
+	cli       *clientv3.Client
+	cfg       Config
+	keyPrefix string
+	log       *zap.Logger
+	hub       *hub
+	ttls      *ttlCache
+
+	// Guarded by mu; written by Run's goroutines and the break handler.
+	mu      sync.Mutex
+	v       *view
+	tl      timeline
+	ch      chart
+	loaded  bool
+	readErr error           // the last failure to read or watch the prefix; nil while all is well
+	pending []event         // events behind a deletion that classifyPending has not named yet
+	broken  map[string]bool // breakKey of grants this page broke, until their deletion is seen
+	dirty   bool            // the view changed since the last "change" message
+	sent    int64           // the first timeline event not yet streamed
+}
+
+// New returns a Server for cli and cfg. It fails with an error wrapping
+// ErrInvalidConfig for a nil client or a prefix that no name can start
+// with; nothing is read until Run.
+func New(cli *clientv3.Client, cfg Config) (*Server, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidConfig)
+	}
+	if strings.ContainsRune(cfg.Prefix, 0) {
+		return nil, fmt.Errorf("%w: prefix %q: a name cannot hold a NUL byte", ErrInvalidConfig, cfg.Prefix)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{cli: cli, cfg: cfg, keyPrefix: etcdlock.NamespacePrefix(cfg.Prefix), log: log,
+		hub: newHub(), ttls: newTTLCache(cli), v: newView(), broken: map[string]bool{}}, nil
+}
+
+// Run keeps the view current until ctx ends, then ends every event stream
+// and returns ctx's error. It reads the prefix in pages at one revision,
+// watches it from the next revision, and starts over when the watch fails
+// (a compaction, a lost member); meanwhile the page shows the failure.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer func() {
+		s.hub.close()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.publishLoop(ctx)
+	}()
+	pause := time.Duration(0)
+	for {
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+		// Phase 1: one paged read at one revision.
+		v, err := s.load(ctx)
+		if err != nil {
+			s.failed(ctx, err)
+			continue
+		}
+		s.mu.Lock()
+		s.v, s.loaded, s.readErr, s.dirty = v, true, nil, true
+		s.mu.Unlock()
+		pause = 0
+		// Phase 2: the watch, from the next revision until it fails.
+		s.failed(ctx, s.watch(ctx, v.rev+1))
+	}
+}
+
+// failed shows err on the page (unless ctx has ended).
+func (s *Server) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil || err == nil {
+		return
+	}
+	s.log.Warn("ui: reading the prefix failed", zap.String("prefix", s.keyPrefix), zap.Error(err))
+	s.mu.Lock()
+	s.readErr, s.dirty = err, true
+	s.mu.Unlock()
+}
+
+// load reads every key under the prefix, in pages, at one revision.
+func (s *Server) load(ctx context.Context) (*view, error) {
+	v := newView()
+	end := clientv3.GetPrefixRangeEnd(s.keyPrefix)
+	for key := s.keyPrefix; ; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1000)}
+		if v.rev != 0 {
+			opts = append(opts, clientv3.WithRev(v.rev))
+		}
+		resp, err := s.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if v.rev == 0 {
+			v.rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			v.put(s.cfg.Prefix, kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	v.countWaiters()
+	return v, nil
+}
+
+// watch applies the prefix's events from revision from until the watch
+// fails or ctx ends.
+func (s *Server) watch(ctx context.Context, from int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range s.cli.Watch(wctx, s.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if len(resp.Events) > 0 {
+			s.apply(resp.Events)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("the watch ended")
+}
+
+// apply updates the view with one watch response's events and records what
+// they did.
+func (s *Server) apply(evs []*mvccpb.Event) {
+	now := time.Now()
+	rev := evs[len(evs)-1].Kv.ModRevision
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.v.apply(s.cfg.Prefix, evs, rev) {
+		for _, ev := range events(c, rev, now) {
+			switch {
+			case ev.Kind == kindGranted:
+				s.ch.grant(now, s.v.nwait)
+			case ev.Kind == kindEnded && s.broken[breakKey(ev.Name, ev.Token)]:
+				delete(s.broken, breakKey(ev.Name, ev.Token))
+				classify(&ev, false, true, true)
+			}
+			// Events wait behind a deletion that is being named, so that
+			// the timeline keeps etcd's order.
+			if ev.Kind == kindEnded || len(s.pending) > 0 {
+				s.pending = append(s.pending, ev)
+			} else {
+				s.tl.add(ev)
+			}
+		}
+	}
+	s.dirty = true
+}
+
+func breakKey(name string, token int64) string { return fmt.Sprintf("%d %s", token, name) }
+
+// classifyPending names the deletions seen since the last call: whether
+// each key's lease lived on decides released (or left) against expired.
+func (s *Server) classifyPending(ctx context.Context) {
+	// The events stay pending (new ones queue behind them) until named.
+	s.mu.Lock()
+	pend := append([]event(nil), s.pending...)
+	s.mu.Unlock()
+	if len(pend) == 0 {
+		return
+	}
+	var leases []clientv3.LeaseID
+	for _, ev := range pend {
+		if ev.Kind == kindEnded {
+			leases = append(leases, ev.lease)
+		}
+	}
+	live, known := s.ttls.alive(ctx, leases)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range pend {
+		if ev.Kind == kindEnded {
+			classify(&ev, live[ev.lease], known, false)
+		}
+		s.tl.add(ev)
+	}
+	s.pending = s.pending[len(pend):]
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
