@@ -40,7 +40,7 @@ type hub struct {
 // stream is one page's subscription.
 type stream struct {
 	ch   chan message
-	lost bool        // a message was dropped: the page must read everything again (guarded by hub.mu)
+	lost bool          // a message was dropped: the page must read everything again (guarded by hub.mu)
 	done chan struct{} // closed when the hub closes
 }
 
