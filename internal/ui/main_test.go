@@ -27,7 +27,17 @@ var cluster *embedtest.Cluster
 
 const long = 20 * time.Second
 
+// holderEnv and endpointsEnv make the test binary a holder process (see
+// startHolder).
+const (
+	holderEnv    = "ETCDLOCK_UI_TEST_HOLD"
+	endpointsEnv = "ETCDLOCK_UI_TEST_ENDPOINTS"
+)
+
 func TestMain(m *testing.M) {
+	if name := os.Getenv(holderEnv); name != "" {
+		os.Exit(hold(name))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	c, err := embedtest.New(ctx, embedtest.WithMembers(1))
 	cancel()
@@ -55,6 +65,30 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// hold is the holder process: it takes name with a session of holderTTL,
+// prints the grant's token and waits to be killed.
+func hold(name string) int {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(os.Getenv(endpointsEnv), ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(holderTTL), etcdlock.WithIdentity("holder-process"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		return 1
+	}
+	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		return 1
+	}
+	fmt.Println(l.Token())
+	select {} // until SIGKILL
 }
 
 var seq atomic.Int64
