@@ -17,7 +17,10 @@
 // token ("-" when none), what happened. The tour exits with status 1 if any
 // promise was broken, so it doubles as a smoke test.
 //
-//	go run ./examples/tour [--members 5] [--ttl 3s] [--quiet]
+//	go run ./examples/tour [--members 5] [--ttl 3s] [--quiet] [--ui 127.0.0.1:8080]
+//
+// With --ui, etcdlock's status page (etcdlock ui) of the tour's cluster is
+// served on that address while the tour runs.
 package main
 
 import (
@@ -42,9 +45,11 @@ import (
 
 // config holds the tour's flags.
 type config struct {
-	members int           // etcd members, at least 3
-	ttl     time.Duration // session TTL, whole seconds, at least 2s
-	quiet   bool          // print only the summary
+	members int              // etcd members, at least 3
+	ttl     time.Duration    // session TTL, whole seconds, at least 2s
+	quiet   bool             // print only the summary
+	ui      string           // serve the status page on this address ("": none)
+	onUI    func(url string) // tests: told the page's URL
 }
 
 func main() {
@@ -52,6 +57,7 @@ func main() {
 	flag.IntVar(&cfg.members, "members", 5, "number of etcd members to start (at least 3)")
 	flag.DurationVar(&cfg.ttl, "ttl", 3*time.Second, "session TTL: whole seconds, 2s to 30s")
 	flag.BoolVar(&cfg.quiet, "quiet", false, "print only the summary")
+	flag.StringVar(&cfg.ui, "ui", "", "serve etcdlock's live status page on this address while the tour runs (e.g. 127.0.0.1:8080)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tour: unexpected arguments %q\n", flag.Args())

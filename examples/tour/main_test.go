@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -20,12 +22,30 @@ import (
 
 // TestTour runs the whole tour, as CI does with `go run ./examples/tour`:
 // it fails if any promise the tour shows is broken.
+//
+// It runs with --ui on a free port, and checks that the status page shows
+// the tour's locks while it runs.
 func TestTour(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), config{members: 5, ttl: 3 * time.Second}, &out)
+	seen := make(chan map[string]bool, 1)
+	ctx, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
+	cfg := config{members: 5, ttl: 3 * time.Second, ui: "127.0.0.1:0", onUI: func(url string) {
+		go func() { seen <- watchPage(ctx, url) }()
+	}}
+	err := run(context.Background(), cfg, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	stopWatching()
+	select {
+	case names := <-seen:
+		if len(names) < 2 {
+			t.Errorf("the status page showed %d held names while the tour ran (%v), want its locks and its election", len(names), names)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the tour did not serve its status page")
 	}
 	for _, want := range []string{"== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6. Summary", "REJECTED", "Every promise held."} {
 		if !strings.Contains(out.String(), want) {
@@ -114,4 +134,33 @@ func TestTourCtrlC(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the tour still runs 30 s after SIGINT")
 	}
+}
+
+// watchPage polls the status page's /api/locks until ctx ends (or the
+// page closes with the tour) and returns the names it saw held.
+func watchPage(ctx context.Context, url string) map[string]bool {
+	held := map[string]bool{}
+	for ctx.Err() == nil {
+		resp, err := http.Get(url + "api/locks")
+		if err != nil {
+			return held // the tour has ended
+		}
+		var page struct {
+			Locks []struct {
+				Name   string `json:"name"`
+				Holder *struct {
+					Token int64 `json:"token"`
+				} `json:"holder"`
+			} `json:"locks"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		for _, l := range page.Locks {
+			if l.Holder != nil {
+				held[l.Name] = true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return held
 }

@@ -42,6 +42,13 @@ func (t *tour) run(ctx context.Context) error {
 	}
 	t.say("etcd", 0, "%d members up, leader %s; every worker below is its own client with a session of TTL %v",
 		t.n, leader.Name(), t.cfg.ttl)
+	if t.cfg.ui != "" {
+		stopUI, err := t.startUI(ctx, c)
+		if err != nil {
+			return fmt.Errorf("--ui: %w", err)
+		}
+		defer stopUI()
+	}
 
 	// The fenced store: the resource the workers write to, over HTTP, with
 	// their fencing token in the Fencing-Token header.
