@@ -11,6 +11,7 @@
 //	etcdlock elect NAME VALUE [-- CMD [ARGS...]]
 //	etcdlock observe NAME
 //	etcdlock break NAME --force
+//	etcdlock ui [--listen 127.0.0.1:8080] [--prefix P] [--allow-break]
 //	etcdlock version
 //
 // A cron line that runs tonight's billing job on exactly one machine, giving
@@ -94,6 +95,14 @@
 // waiter gets it. The holder's process may still be running and believe it
 // holds the lock: break is an operator's last resort, and refuses to run
 // without --force.
+//
+// # ui
+//
+// ui serves a live status page of every name under --prefix: holders,
+// waiters in grant order, elections, a timeline and a chart, driven by one
+// etcd watch, plus the same data as JSON and server-sent events. It is
+// read-only and on localhost unless --listen and --allow-break say
+// otherwise.
 package main
 
 import (

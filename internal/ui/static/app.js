@@ -41,18 +41,18 @@ function entry(lock, e, holder) {
   span.dataset.token = e.token;
   span.appendChild(el("span", "who", e.identity || "(no identity)"));
   span.appendChild(el("span", "tok", " #" + e.token));
-  if (e.mode) span.appendChild(el("span", "meta", " " + e.mode));
-  if (e.value) span.appendChild(el("span", "meta", " value " + JSON.stringify(e.value)));
-  let meta = " lease " + e.lease;
-  if (e.lease_ttl_left !== undefined) meta += e.lease_ttl_left >= 0 ? " (" + e.lease_ttl_left + "s left)" : " (gone)";
-  if (e.in_queue_seconds !== undefined) meta += " · " + (holder ? "in queue " : "waiting ") + secs(e.in_queue_seconds);
-  span.appendChild(el("span", "meta", meta));
+  if (e.mode) span.appendChild(el("span", "tok", " " + e.mode));
+  if (e.value) span.appendChild(el("span", "tok", " " + JSON.stringify(e.value)));
   if (holder && allowBreak) {
     const b = el("button", "break", "break");
     b.type = "button";
     b.addEventListener("click", () => breakGrant(lock.name, e));
     span.appendChild(b);
   }
+  let meta = "lease " + e.lease;
+  if (e.lease_ttl_left !== undefined) meta += e.lease_ttl_left >= 0 ? " (" + e.lease_ttl_left + "s left)" : " (gone)";
+  if (e.in_queue_seconds !== undefined) meta += " · " + (holder ? "in queue " : "waiting ") + secs(e.in_queue_seconds);
+  span.appendChild(el("span", "meta", meta));
   return span;
 }
 
