@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -206,7 +207,13 @@ func (s *Server) handleBreak(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusForbidden, "this page is read-only: start etcdlock ui with --allow-break to break grants")
 		return
 	}
-	// A JSON body cannot come from another site's plain form post.
+	// A JSON body cannot come from another site's plain form post, and a
+	// Host that is an address (not a name) cannot come from a page that
+	// rebound its own name to this address (DNS rebinding).
+	if !addressHost(r.Host) {
+		apiError(w, http.StatusForbidden, "break only through an address (such as 127.0.0.1:8080), not through the name %q", r.Host)
+		return
+	}
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		apiError(w, http.StatusUnsupportedMediaType, "send the break as JSON: {\"name\": ..., \"token\": ...}")
 		return
@@ -254,4 +261,14 @@ func errorText(err error, keyPrefix string) string {
 		return "etcd has authentication enabled: give --user (and a password)"
 	}
 	return strings.TrimPrefix(err.Error(), "etcdlock: ")
+}
+
+// addressHost reports whether host (a request's Host, with or without a
+// port) is an IP address or "localhost".
+func addressHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return host == "localhost" || net.ParseIP(host) != nil
 }

@@ -240,6 +240,17 @@ func TestBreakAPI(t *testing.T) {
 			t.Errorf("break %s: %d %s, want 400", bad, code, msg)
 		}
 	}
+	rebound, err := http.NewRequest(http.MethodPost, hs.URL+"/api/break", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound.Host = "attacker.example:8080" // a name rebound to this address
+	rebound.Header.Set("Content-Type", "application/json")
+	if resp, err := hs.Client().Do(rebound); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a break through a name: %d, want 403", resp.StatusCode)
+	}
 	resp, err := hs.Client().Post(hs.URL+"/api/break", "application/x-www-form-urlencoded", strings.NewReader("name=x&token=1"))
 	if err != nil {
 		t.Fatal(err)

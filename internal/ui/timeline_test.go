@@ -98,3 +98,14 @@ func TestChart(t *testing.T) {
 		}
 	}
 }
+
+func TestAddressHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:8080": true, "[::1]:8080": true, "10.0.3.17": true,
+		"locks.example:8080": false, "attacker.example": false, "": false,
+	} {
+		if got := addressHost(host); got != want {
+			t.Errorf("addressHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
