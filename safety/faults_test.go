@@ -86,6 +86,8 @@ const (
 	// reaper that waits "long enough" (the old code waited 10 s) to free
 	// the name and for the worker to lock it again while the hold lasts.
 	lateHoldMin = 20 * time.Second
+	// lateCancelsUntil is how far into a late-write hold its cancels go.
+	lateCancelsUntil = 9 * time.Second
 )
 
 // linkLane holds the workers' links to one to three members (see
@@ -120,15 +122,15 @@ func (c *cell) linkLane(ctx context.Context) {
 }
 
 // lateHold is the late-write scenario: it holds the leader's link and two
-// others for lateHoldMin-holdMax, and early in the hold has a steady worker
-// cancel its next Lock after 0.1-1 s. The Lock's enqueue, sent to the
-// leader, is held: its outcome unknown, the library gives its key name up,
-// and whatever the library sends to make that name safe again may be held
-// too. The steady worker goes on locking the same names on the links that
-// answer, and everything held is delivered when the hold ends, long after
-// the cancel. An unguarded delete or create in that path (a reaper that
-// frees a name after "enough time") shows as two holders or a phantom
-// holder to the checkers.
+// others for lateHoldMin-holdMax, and in its first lateCancelsUntil, every
+// 2-4 s, has a steady worker cancel its next Lock after 0.1-1 s. The
+// Lock's enqueue, sent to the leader, is held: its outcome unknown, the
+// library gives its key name up, and whatever the library sends to make
+// that name safe again may be held too. The steady worker goes on locking
+// the same names on the links that answer, and everything held is
+// delivered when the hold ends, long after the cancel. An unguarded delete
+// or create in that path (a reaper that frees a name after "enough time")
+// shows as two holders or a phantom holder to the checkers.
 func (c *cell) lateHold(ctx context.Context) {
 	ms := c.c.Members()
 	held := []int{c.randN(len(ms))}
@@ -148,12 +150,23 @@ func (c *cell) lateHold(ctx context.Context) {
 	c.mu.Lock()
 	c.n.holds++
 	c.n.lateHolds++
-	steady := c.steadyLocked()
 	c.mu.Unlock()
-	if sleepCtx(ctx, c.randDur(200*time.Millisecond, 2*time.Second)) && steady != nil {
-		c.sendLine(steady, "CANCEL "+c.randDur(100*time.Millisecond, time.Second).String())
+	start := time.Now()
+	// Cancels early in the hold, each on a steady worker, leave names of
+	// unknown outcome whose second chances (a reaper's pass 10 s later,
+	// in the old code) fall inside the hold.
+	for next := c.randDur(200*time.Millisecond, 2*time.Second); next < lateCancelsUntil; next += c.randDur(2*time.Second, 4*time.Second) {
+		if !sleepCtx(ctx, time.Until(start.Add(next))) {
+			break
+		}
+		c.mu.Lock()
+		steady := c.steadyLocked()
+		c.mu.Unlock()
+		if steady != nil {
+			c.sendLine(steady, "CANCEL "+c.randDur(100*time.Millisecond, time.Second).String())
+		}
 	}
-	sleepCtx(ctx, c.randDur(lateHoldMin, holdMax))
+	sleepCtx(ctx, time.Until(start.Add(c.randDur(lateHoldMin, holdMax))))
 	for _, i := range held {
 		c.links[i].Restore()
 	}
