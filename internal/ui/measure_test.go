@@ -42,7 +42,9 @@ func TestWriteScreenshot(t *testing.T) {
 	if _, err := etcdlock.NewElection(session(t, cli, "reports-7f9c"), p+"reports/leader").Campaign(ctx, "10.0.3.17:8080"); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, _ = etcdlock.NewElection(session(t, cli, "reports-2b41"), p+"reports/leader").Campaign(ctx, "10.0.3.18:8080") }()
+	go func() {
+		_, _ = etcdlock.NewElection(session(t, cli, "reports-2b41"), p+"reports/leader").Campaign(ctx, "10.0.3.18:8080")
+	}()
 	for i := 0; i < 8; i++ {
 		l := lock(t, cli, fmt.Sprintf("%sshards/%02d", p, i), fmt.Sprintf("consumer-%d", i%3))
 		if i%2 == 0 {
