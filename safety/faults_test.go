@@ -121,8 +121,8 @@ func (c *cell) linkLane(ctx context.Context) {
 	}
 }
 
-// lateHold is the late-write scenario: it holds the leader's link and two
-// others for lateHoldMin-holdMax, and in its first lateCancelsUntil, every
+// lateHold is the late-write scenario: it holds the leader's link and up to
+// two others for lateHoldMin-holdMax, and in its first lateCancelsUntil, every
 // 2-4 s, has a steady worker cancel its next Lock after 0.1-1 s. The
 // Lock's enqueue, sent to the leader, is held: its outcome unknown, the
 // library gives its key name up, and whatever the library sends to make
@@ -139,7 +139,9 @@ func (c *cell) lateHold(ctx context.Context) {
 			held[0] = j
 		}
 	}
-	for len(held) < 3 {
+	// One to three links: the fewer are held, the sooner a retry of a
+	// request that met a held link gets through another one.
+	for n := 1 + c.randN(3); len(held) < n; {
 		if j := c.randN(len(ms)); !slices.Contains(held, j) {
 			held = append(held, j)
 		}
