@@ -265,3 +265,32 @@ func TestBreakAPI(t *testing.T) {
 }
 
 var _ = clientv3.WithPrefix
+
+// TestPagesShareOneWatch: opening pages and their event streams asks etcd
+// for nothing new: every stream is fed from the server's one watch.
+func TestPagesShareOneWatch(t *testing.T) {
+	cli := newClient(t)
+	p := uniquePrefix(t)
+	_, hs := startUI(t, cli, Config{Prefix: p})
+	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded })
+	m := cluster.Members()[0]
+	watches, reads := m.Calls("/etcdserverpb.Watch/Watch"), m.Calls("/etcdserverpb.KV/Range")
+	var streams []*sse
+	for i := 0; i < 3; i++ {
+		streams = append(streams, openStream(t, hs))
+		var l locksJSON
+		if code := getJSON(t, hs, "/api/locks", &l); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+	}
+	if w, r := m.Calls("/etcdserverpb.Watch/Watch"), m.Calls("/etcdserverpb.KV/Range"); w != watches || r != reads {
+		t.Fatalf("three pages cost etcd %d watch requests and %d reads, want none", w-watches, r-reads)
+	}
+	held := lock(t, cli, p+"job", "alice")
+	for i, st := range streams {
+		ev := st.waitEvent(t, 2*time.Second, func(e event) bool { return e.Kind == kindGranted && e.Name == p+"job" })
+		if ev.Token != int64(held.Token()) {
+			t.Fatalf("stream %d: %+v, want token %d", i, ev, held.Token())
+		}
+	}
+}
