@@ -127,7 +127,7 @@ func TestBrowserQueue(t *testing.T) {
 	if lockErr != nil {
 		t.Fatal(lockErr)
 	}
-	run(t, b, 2*time.Second, "the waiter moved to holder", chromedp.WaitVisible(css(holderSel(name, granted.Token()))),
+	run(t, b, long, "the waiter moved to holder", chromedp.WaitVisible(css(holderSel(name, granted.Token()))),
 		chromedp.WaitNotPresent(css(waiterSel(name, granted.Token()))))
 }
 
