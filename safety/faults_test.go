@@ -100,11 +100,15 @@ const (
 // (retries, the reaper's deletes) take any member's, so more held links
 // delay more of them. Not in the guarded-etcd cell, whose resource is etcd
 // itself: holding the leader's path (or several paths) there starves its
-// increments below the cell's minimums.
-func (c *cell) linkLane(ctx context.Context) {
+// increments below the cell's minimums. In the fenced-register cells half
+// of the holds are late-write holds (see lateHold), until lateUntil, each
+// followed by 3-8 s without a hold.
+func (c *cell) linkLane(ctx context.Context, lateUntil time.Time) {
 	for sleepCtx(ctx, c.randDur(time.Second, 4*time.Second)) {
-		if c.cfg.role == roleRegister && c.randN(2) == 0 {
+		if c.cfg.role == roleRegister && c.randN(2) == 0 && time.Now().Before(lateUntil) {
 			c.lateHold(ctx)
+			// Everyone gets a stretch without the leader's link held.
+			sleepCtx(ctx, c.randDur(3*time.Second, 8*time.Second))
 			continue
 		}
 		held := c.holdTargets()
