@@ -33,7 +33,8 @@
 // the held path, so the library must give up key names of unknown outcome
 // and go on locking the same names while everything held waits to be
 // delivered.
-// Everything is healed before the end.
+// (Late-write holds run only in cells of a minute or more, not in CI's
+// short cells.) Everything is healed before the end.
 //
 // What the clients saw is collected in a History and judged by Check:
 // linearizability of the increments (github.com/anishathalye/porcupine),
