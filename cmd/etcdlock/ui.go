@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/etcdlock/etcdlock/internal/ui"
 	"github.com/spf13/cobra"
@@ -69,34 +66,23 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 	return runUI(srv, ln, sigs)
 }
 
-// runUI runs the page's view and its HTTP server until a signal comes (or
-// the server fails), and waits for both.
+// runUI serves the page until a signal comes (or the server fails).
 func runUI(srv *ui.Server, ln net.Listener, sigs <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	viewDone := make(chan struct{})
+	caught := make(chan struct{})
 	go func() {
-		defer close(viewDone)
-		_ = srv.Run(ctx) // returns ctx's error once it ends
+		defer close(caught)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	var err error
-	select {
-	case <-sigs:
-	case err = <-served:
-	}
+	err := srv.Serve(ctx, ln)
 	cancel()
-	<-viewDone // the event streams have ended
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	_ = hs.Shutdown(sctx) // a client still sending is cut off
-	if err == nil {
-		err = <-served
+	<-caught
+	if err != nil {
+		return exitf(exitUsage, "status page: %v", err)
 	}
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return exitf(exitUsage, "status page: %v", err)
+	return nil
 }

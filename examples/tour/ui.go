@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/ui"
@@ -28,15 +26,10 @@ func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	viewDone, served := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(viewDone)
-		_ = srv.Run(ctx) // returns once ctx ends
-	}()
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln) // returns once Close is called
+		defer close(done)
+		_ = srv.Serve(ctx, ln) // a failure only ends the page, not the tour
 	}()
 	url := "http://" + ln.Addr().String() + "/"
 	t.say("ui", 0, "status page on %s: watch the queues move (it closes with the tour)", url)
@@ -45,9 +38,7 @@ func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), 
 	}
 	return func() {
 		cancel()
-		<-viewDone // the event streams have ended
-		_ = hs.Close()
-		<-served
+		<-done
 		cli.Close()
 	}, nil
 }

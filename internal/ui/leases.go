@@ -47,29 +47,21 @@ func (c *ttlCache) timeLeft(ctx context.Context, leases []clientv3.LeaseID) map[
 	now := time.Now()
 	out := map[clientv3.LeaseID]int64{}
 	var ask []clientv3.LeaseID
+	asked := map[clientv3.LeaseID]bool{}
 	c.mu.Lock()
 	for _, id := range leases {
 		if a, ok := c.left[id]; ok && now.Sub(a.at) < ttlFresh {
 			out[id] = a.ttl
-		} else if _, dup := out[id]; !dup {
+		} else if !asked[id] {
+			asked[id] = true
 			ask = append(ask, id)
-			out[id] = 0 // placeholder, replaced or removed below
 		}
 	}
 	c.mu.Unlock()
 	for _, id := range ask {
-		delete(out, id)
-		actx, cancel := context.WithTimeout(ctx, leaseTimeout)
-		resp, err := c.cli.TimeToLive(actx, id)
-		cancel()
-		var ttl int64
-		switch {
-		case err != nil && isLeaseNotFound(err):
-			ttl = -1
-		case err != nil:
+		ttl, ok := c.ask(ctx, id)
+		if !ok {
 			continue
-		default:
-			ttl = resp.TTL
 		}
 		out[id] = ttl
 		c.mu.Lock()
@@ -102,16 +94,11 @@ func (c *ttlCache) alive(ctx context.Context, leases []clientv3.LeaseID) (map[cl
 	}
 	if len(distinct) <= askEach {
 		for id := range distinct {
-			actx, cancel := context.WithTimeout(ctx, leaseTimeout)
-			resp, err := c.cli.TimeToLive(actx, id)
-			cancel()
-			switch {
-			case err != nil && isLeaseNotFound(err):
-			case err != nil:
+			ttl, ok := c.ask(ctx, id)
+			if !ok {
 				return nil, false
-			default:
-				distinct[id] = resp.TTL > 0
 			}
+			distinct[id] = ttl > 0
 		}
 		return distinct, true
 	}
@@ -127,6 +114,21 @@ func (c *ttlCache) alive(ctx context.Context, leases []clientv3.LeaseID) (map[cl
 		}
 	}
 	return distinct, true
+}
+
+// ask returns the seconds left on lease id (-1 once it is gone), and false
+// when etcd could not say.
+func (c *ttlCache) ask(ctx context.Context, id clientv3.LeaseID) (int64, bool) {
+	actx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	defer cancel()
+	resp, err := c.cli.TimeToLive(actx, id)
+	switch {
+	case err != nil && isLeaseNotFound(err):
+		return -1, true
+	case err != nil:
+		return 0, false
+	}
+	return resp.TTL, true
 }
 
 // isLeaseNotFound reports etcd's "requested lease not found".

@@ -4,10 +4,14 @@ package ui
 // embedded in the binary (no build step, nothing fetched from elsewhere).
 
 import (
+	"context"
 	"embed"
+	"errors"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
+	"time"
 )
 
 //go:embed static
@@ -48,4 +52,39 @@ func (s *Server) handlePage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = pageTmpl.Execute(w, pageData{Prefix: s.cfg.Prefix, KeyPrefix: s.keyPrefix, AllowBreak: s.cfg.AllowBreak}) // the client may be gone
+}
+
+// Serve runs the view (Run) and serves Handler on ln until ctx ends or the
+// HTTP server fails, then ends the view first (which ends every event
+// stream, so the shutdown need not wait for them) and shuts the server
+// down. It returns nil after ctx ended, else the server's error; it closes
+// ln either way.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	viewDone := make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		_ = s.Run(ctx) // returns ctx's error once it ends
+	}()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	cancel()
+	<-viewDone
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = hs.Shutdown(sctx) // a client still sending is cut off
+	if err == nil {
+		err = <-served
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }
