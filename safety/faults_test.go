@@ -13,7 +13,8 @@ package safety
 // among them half of the time (Link.Hold): what they send meanwhile reaches
 // the member 12-30 s later, after they gave up on it, longer than the 10 s
 // after which an earlier design of the library took a write of unknown
-// outcome for dead.
+// outcome for dead; its late-write holds (see lateHold) stop the member
+// lane while they last.
 
 import (
 	"context"
@@ -51,6 +52,7 @@ func (c *cell) memberLane(ctx context.Context) {
 		// timeout: with leader changes every few seconds no lease would
 		// ever expire (and a dead holder would keep its lock). After a
 		// leader change, give leases time to run out.
+		c.members.RLock()
 		before := c.c.Leader()
 		switch b.next() {
 		case "crash":
@@ -64,8 +66,10 @@ func (c *cell) memberLane(ctx context.Context) {
 		case "compact":
 			c.compact()
 		}
+		after := c.c.Leader()
+		c.members.RUnlock()
 		rest = 0
-		if after := c.c.Leader(); after != before {
+		if after != before {
 			rest = 2 * c.cfg.ttl
 		}
 	}
@@ -82,12 +86,15 @@ func (c *cell) memberLane(ctx context.Context) {
 const (
 	holdMin = 12 * time.Second
 	holdMax = 30 * time.Second
-	// lateHoldMin is the shortest late-write hold: long enough for a
-	// reaper that waits "long enough" (the old code waited 10 s) to free
-	// the name and for the worker to lock it again while the hold lasts.
-	lateHoldMin = 20 * time.Second
-	// lateCancelsUntil is how far into a late-write hold its cancels go.
-	lateCancelsUntil = 9 * time.Second
+	// lateHoldMin and lateHoldMax bound a late-write hold: long enough for
+	// a reaper that waits "long enough" (the old code waited 10 s after its
+	// last delete of unknown outcome) to free a name given up early in the
+	// hold, and for the worker to lock it again while the hold lasts.
+	lateHoldMin = 40 * time.Second
+	lateHoldMax = 60 * time.Second
+	// lateQuiet is the end of a late-write hold without cancels: the
+	// steady worker's last Lock is in the queue when the hold ends.
+	lateQuiet = 4 * time.Second
 )
 
 // linkLane holds the workers' links to one to three members (see
@@ -125,17 +132,26 @@ func (c *cell) linkLane(ctx context.Context, lateUntil time.Time) {
 	}
 }
 
-// lateHold is the late-write scenario: it holds the leader's link and up to
-// two others for lateHoldMin-holdMax, and in its first lateCancelsUntil, every
-// 2-4 s, has a steady worker cancel its next Lock after 0.1-1 s. The
+// lateHold is the late-write scenario: it holds the leader's link and one
+// or two others for lateHoldMin-lateHoldMax, and until lateQuiet before its end,
+// every 2-4 s, has a steady worker cancel its next Lock after 0.1-1 s. The
 // Lock's enqueue, sent to the leader, is held: its outcome unknown, the
 // library gives its key name up, and whatever the library sends to make
-// that name safe again may be held too. The steady worker goes on locking
-// the same names on the links that answer, and everything held is
-// delivered when the hold ends, long after the cancel. An unguarded delete
-// or create in that path (a reaper that frees a name after "enough time")
-// shows as two holders or a phantom holder to the checkers.
+// that name safe again may be held too (two or three of the five paths of
+// the workers' balanced requests are). The steady worker goes on locking the
+// same names on the links that answer, and everything held is delivered
+// when the hold ends, long after the cancel. An unguarded delete or create
+// in that path (a reaper that frees a name after "enough time") shows as
+// two holders or a phantom holder to the checkers.
+//
+// No member fault runs during the hold (it waits for the member lane's
+// episode to end, and the lane waits for it): a crashed or isolated member
+// drops the connections that hold the late bytes, which makes the hold a
+// loss, not a late delivery, and a leader change moves the library's first
+// attempts off the held link.
 func (c *cell) lateHold(ctx context.Context) {
+	c.members.Lock()
+	defer c.members.Unlock()
 	ms := c.c.Members()
 	held := []int{c.randN(len(ms))}
 	for j, m := range ms {
@@ -143,9 +159,7 @@ func (c *cell) lateHold(ctx context.Context) {
 			held[0] = j
 		}
 	}
-	// One to three links: the fewer are held, the sooner a retry of a
-	// request that met a held link gets through another one.
-	for n := 1 + c.randN(3); len(held) < n; {
+	for n := 2 + c.randN(2); len(held) < n; {
 		if j := c.randN(len(ms)); !slices.Contains(held, j) {
 			held = append(held, j)
 		}
@@ -157,11 +171,13 @@ func (c *cell) lateHold(ctx context.Context) {
 	c.n.holds++
 	c.n.lateHolds++
 	c.mu.Unlock()
-	start := time.Now()
-	// Cancels early in the hold, each on a steady worker, leave names of
-	// unknown outcome whose second chances (a reaper's pass 10 s later,
-	// in the old code) fall inside the hold.
-	for next := c.randDur(200*time.Millisecond, 2*time.Second); next < lateCancelsUntil; next += c.randDur(2*time.Second, 4*time.Second) {
+	start, d := time.Now(), c.randDur(lateHoldMin, lateHoldMax)
+	// Cancels, each on a steady worker, leave names of unknown outcome
+	// whose second chances (a reaper's pass 10 s later, in the old code)
+	// fall inside the hold; and they free steady workers from Locks that
+	// the held paths stall, so that the next Lock takes the lowest free
+	// name, which may be one given up earlier in the hold.
+	for next := c.randDur(200*time.Millisecond, 2*time.Second); next < d-lateQuiet; next += c.randDur(2*time.Second, 4*time.Second) {
 		if !sleepCtx(ctx, time.Until(start.Add(next))) {
 			break
 		}
@@ -172,7 +188,7 @@ func (c *cell) lateHold(ctx context.Context) {
 			c.sendLine(steady, "CANCEL "+c.randDur(100*time.Millisecond, time.Second).String())
 		}
 	}
-	sleepCtx(ctx, time.Until(start.Add(c.randDur(lateHoldMin, holdMax))))
+	sleepCtx(ctx, time.Until(start.Add(d)))
 	for _, i := range held {
 		c.links[i].Restore()
 	}

@@ -166,6 +166,9 @@ type cell struct {
 	// links[i] is the workers' only way to member i: the link lane holds
 	// one of them at a time (delay-then-deliver, Link.Hold).
 	links []*embedtest.Link
+	// members is read-locked by the member lane for each episode and
+	// locked by a late-write hold for all of it (see lateHold).
+	members sync.RWMutex
 
 	name, dir, prefix, counterKey, sentinel, target string
 
@@ -302,7 +305,7 @@ func (c *cell) runFaults() time.Duration {
 	// The link lane starts no late-write hold once the cell runs past its
 	// duration: those holds slow everyone down, and the extension is there
 	// to reach the minimum counts. A short cell (CI's 15 s) has none: a
-	// 20-30 s hold of the leader's link does not fit in it, and it starves
+	// 40-60 s hold of the leader's link does not fit in it, and it starves
 	// the cell of the increments it must reach on a busy machine.
 	lateUntil := start.Add(cfg.duration)
 	if cfg.duration < longDuration {

@@ -163,7 +163,7 @@ func runWorker(role string) int {
 // client sends no keepalive pings by default). With embedtest's 2 s the
 // client drops the held connection about 4 s into a hold, and only what it
 // sent until then is delivered late. Every other fault closes connections.
-const workerKeepAlive = holdMax + 5*time.Second
+const workerKeepAlive = lateHoldMax + 5*time.Second
 
 // workerClientConfig is embedtest's client configuration (Cluster.ClientConfig),
 // rebuilt in the child from the endpoints, with a keepalive time of
