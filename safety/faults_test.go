@@ -133,16 +133,17 @@ func (c *cell) linkLane(ctx context.Context, lateUntil time.Time) {
 }
 
 // lateHold is the late-write scenario: it holds the leader's link and one
-// or two others for lateHoldMin-lateHoldMax, and until lateQuiet before its end,
-// every 2-4 s, has a steady worker cancel its next Lock after 0.1-1 s. The
-// Lock's enqueue, sent to the leader, is held: its outcome unknown, the
-// library gives its key name up, and whatever the library sends to make
-// that name safe again may be held too (two or three of the five paths of
-// the workers' balanced requests are). The steady worker goes on locking the
-// same names on the links that answer, and everything held is delivered
-// when the hold ends, long after the cancel. An unguarded delete or create
-// in that path (a reaper that frees a name after "enough time") shows as
-// two holders or a phantom holder to the checkers.
+// or two others for lateHoldMin-lateHoldMax, and until lateQuiet before
+// its end, every 2-4 s, has a steady worker cancel its Lock in progress (or
+// its next) 0.1-1 s later (see lockCanceler). A Lock's enqueue, sent to the
+// leader or on a held path, is held: its outcome unknown, the library gives
+// its key name up, and whatever the library sends to make that name safe
+// again may be held too (two or three of the five paths of the workers'
+// balanced requests are). The steady worker goes on locking the same names
+// on the links that answer, and everything held is delivered when the hold
+// ends, long after the cancel. An unguarded delete or create in that path
+// (a reaper that frees a name after "enough time") shows as two holders or
+// a phantom holder to the checkers.
 //
 // No member fault runs during the hold (it waits for the member lane's
 // episode to end, and the lane waits for it): a crashed or isolated member

@@ -36,7 +36,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -94,10 +93,10 @@ type worker struct {
 	opts   []etcdlock.SessionOption // of every session
 	rotate time.Duration            // envRotate; 0: keep a session until it is lost
 	goCh   chan struct{}
-	// cancelNext, when not zero, bounds the next Lock (nanoseconds): the
-	// harness's late-write scenario (see lateHold) cancels a Lock whose
-	// enqueue may be held in a network path.
-	cancelNext atomic.Int64
+	// cancels bounds Locks when the harness's late-write scenario (see
+	// lateHold) asks, to cancel a Lock whose enqueue may be held in a
+	// network path.
+	cancels lockCanceler
 
 	outMu sync.Mutex
 	out   *bufio.Writer
@@ -125,6 +124,7 @@ func runWorker(role string) int {
 	w := &worker{ctx: ctx, cancel: cancel, cli: cli, name: os.Getenv(envName), id: os.Getenv(envID),
 		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout),
 		opts: []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithIdentity(os.Getenv(envID))}}
+	w.cancels.w = w
 	if v := os.Getenv(envRotate); v != "" {
 		if w.rotate, err = time.ParseDuration(v); err != nil {
 			return fail(err)
@@ -191,7 +191,8 @@ func workerClientConfig(endpoints []string, role string) clientv3.Config {
 }
 
 // readStdin turns "GO" lines into goCh sends and "CANCEL D" lines into a
-// bound D on the next Lock; end of input ends the worker.
+// bound D on the Lock in progress or the next (see lockCanceler); end of
+// input ends the worker.
 func (w *worker) readStdin() {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -201,23 +202,11 @@ func (w *worker) readStdin() {
 			w.goCh <- struct{}{}
 		case len(f) == 2 && f[0] == "CANCEL":
 			if d, err := time.ParseDuration(f[1]); err == nil {
-				w.cancelNext.Store(int64(d))
+				w.cancels.request(d)
 			}
 		}
 	}
 	w.cancel()
-}
-
-// lockCtx returns the context of the next Lock: w.ctx, or a child of it
-// that ends after the bound the harness asked for (reported as CANCELING).
-func (w *worker) lockCtx(s *etcdlock.Session) (context.Context, context.CancelFunc, bool) {
-	d := time.Duration(w.cancelNext.Swap(0))
-	if d <= 0 {
-		return w.ctx, func() {}, false
-	}
-	w.say("CANCELING %x %d", int64(s.Lease()), monoNow())
-	ctx, cancel := context.WithTimeout(w.ctx, d)
-	return ctx, cancel, true
 }
 
 func (w *worker) say(format string, args ...any) {
@@ -273,11 +262,12 @@ func (w *worker) runMutex() {
 		// No timeout, unless the harness asks for one (CANCEL): a Lock
 		// that fails with its session alive would be a finding (the FIFO
 		// checker relies on it).
-		lctx, cancel, bounded := w.lockCtx(s)
+		lctx, end := w.cancels.begin(int64(s.Lease()))
 		l, err := etcdlock.NewMutex(s, w.name).Lock(lctx)
-		cancel()
+		canceled := lctx.Err() != nil
+		bounded := end()
 		switch {
-		case err != nil && bounded && lctx.Err() != nil && w.ctx.Err() == nil:
+		case err != nil && bounded && canceled && w.ctx.Err() == nil:
 			w.say("CANCELED %x %d", int64(s.Lease()), monoNow())
 			continue
 		case err != nil:
