@@ -46,8 +46,9 @@ const (
 	// lock to the next waiter while the holder still acts on it: two
 	// holders, which fencing hides from the other checkers. Nor was a
 	// waiter's key deleted under it (its Lock failed with ErrLockLost)
-	// while its session lived on to be granted later: the same delete,
-	// landing while the key waited.
+	// while its session lived on (its lease was found alive after the
+	// failure, or was granted later): the same delete, landing while the
+	// key waited.
 	Held Checker = "held"
 	// Shared: with shared grants (RWMutex readers, admitted with
 	// Fence.AdmitShared), no write was admitted with a token lower than a

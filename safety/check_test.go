@@ -502,4 +502,10 @@ func TestCheckHeldLostWait(t *testing.T) {
 	// After its last grant (the session may have ended): no finding.
 	h.LostWaits[0].At = h.Grants[2].At + 1
 	mustPass(t, h)
+	// ... unless its client found the lease alive after the failure.
+	h.LostWaits[0].LeaseAlive = true
+	r = mustFail(t, h, Held)
+	if !strings.Contains(r.String(), "lease was alive after it failed") {
+		t.Errorf("report: %s", r)
+	}
 }

@@ -75,11 +75,13 @@ type Grant struct {
 }
 
 // LostWait is a Lock of client Client's session on Lease that failed at At
-// with ErrLockLost.
+// with ErrLockLost. LeaseAlive says that the client found Lease alive
+// (TimeToLive) after the Lock failed, so it was alive when the key went.
 type LostWait struct {
-	Client int
-	Lease  int64
-	At     int64
+	Client     int
+	Lease      int64
+	At         int64
+	LeaseAlive bool
 }
 
 // Cancel is a Lock that its client bounded (the late-write scenario), from

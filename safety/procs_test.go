@@ -120,7 +120,7 @@ func leaseOfKey(key string) int64 {
 // lineFields is how many fields each line of a worker has: n > 0 exactly
 // n, n < 0 at least -n, 0 any.
 var lineFields = map[string]int{
-	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 3, "GRANT": 4, "READ": -5, "WROTE": 5,
+	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 4, "GRANT": 4, "READ": -5, "WROTE": 5,
 	"SESSION_LOST": 0, "SESSIONERR": 0, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
 	"CANCELING": 3, "CANCELED": 3,
 }
@@ -171,7 +171,8 @@ func (c *cell) handle(p *proc, line string) {
 		}
 	case "LOCKLOST":
 		v, _ := strconv.ParseUint(f[1], 16, 64)
-		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2])})
+		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2]),
+			LeaseAlive: f[3] == "alive"})
 	case "GRANT":
 		g := Grant{Client: p.id, Token: etcdlock.Token(parseInt(f[1])), Key: f[2], At: parseInt(f[3])}
 		c.grants = append(c.grants, g)

@@ -118,10 +118,15 @@ func CheckHeld(h *History) []string {
 				g.Token, g.Client, k.key, k.del, time.Duration(g.Released-k.delAt), later)
 		}
 	}
-	// A session that ends never grants again, so a grant of the lease
-	// reported after the failed Lock says that the session was live: the
-	// key was not lost with it.
+	// A lease that ends never comes back, so a lease found alive after the
+	// failed Lock, or a grant of it reported after that, says that the
+	// session was live: the key was not lost with it.
 	for _, lw := range h.LostWaits {
+		if lw.LeaseAlive {
+			v.add("client %d's Lock on lease %x failed with ErrLockLost (its key deleted while it waited), yet the lease was alive after it failed: a delete it did not send",
+				lw.Client, lw.Lease)
+			continue
+		}
 		for _, g := range h.Grants {
 			if k := q.byCreate[int64(g.Token)]; k != nil && k.lease == lw.Lease && g.At > lw.At {
 				v.add("client %d's Lock on lease %x failed with ErrLockLost (its key deleted while it waited), yet its session lived on (granted token %d %v later): a delete it did not send",

@@ -13,7 +13,8 @@ package safety
 //	ENQ <t>                                 Lock (Campaign) called
 //	GRANT <token> <key> <t>                 Lock returned (lead called)
 //	LOCKERR <t> <error>                     Lock (Run) failed
-//	LOCKLOST <lease hex> <t>                ... with ErrLockLost: its key was deleted while it waited
+//	LOCKLOST <lease hex> <t> alive|unknown  ... with ErrLockLost: its key was deleted while it waited
+//	                                        (alive: TimeToLive then found the lease alive)
 //	READ <token> <call> <return> ok <v>     the read was admitted and returned v
 //	READ <token> <call> <return> stale|err  the read was refused, or failed
 //	ABOUT_TO_WRITE <token> <v>              read done; waits for GO before writing v+1
@@ -411,8 +412,21 @@ func (w *worker) lockErr(s *etcdlock.Session, err error) {
 	t := monoNow()
 	w.say("LOCKERR %d %s", t, oneLine(err))
 	if errors.Is(err, etcdlock.ErrLockLost) {
-		w.say("LOCKLOST %x %d", int64(s.Lease()), t)
+		alive := "unknown"
+		if w.leaseAlive(s.Lease()) {
+			alive = "alive"
+		}
+		w.say("LOCKLOST %x %d %s", int64(s.Lease()), t, alive)
 	}
+}
+
+// leaseAlive reports whether etcd says lease is alive (TimeToLive, which
+// the leader answers); false when it is gone or the question fails.
+func (w *worker) leaseAlive(lease clientv3.LeaseID) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, opTimeout)
+	defer cancel()
+	resp, err := w.cli.TimeToLive(ctx, lease)
+	return err == nil && resp.TTL > 0
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether d elapsed.
