@@ -330,6 +330,29 @@ func TestCheckFIFOCanceledWaiter(t *testing.T) {
 	s.grant(1, 14, 14)
 	s.del(15, 14)
 	mustFail(t, s.finish(0), FIFO)
+	// A canceled Lock's key deleted after its session's last enqueue is
+	// excused when another key of the lease outlived the deletion (the
+	// lease was alive)...
+	outlived := func(together bool) *History {
+		s := newScript()
+		s.create(10, 1)
+		s.grant(0, 10, 10)
+		s.cancel(1, 2, 0)
+		s.create(11, 2)
+		s.create(12, 2)
+		s.del(13, 10)
+		s.del(14, 11)
+		if together {
+			s.del(14, 12)
+		} else {
+			s.grant(1, 12, 14)
+			s.del(15, 12)
+		}
+		return s.finish(0)
+	}
+	mustPass(t, outlived(false))
+	// ... but not when they went at one revision: the lease ended.
+	mustFail(t, outlived(true), FIFO)
 	// Nor a key that lives on with its lease (never deleted while the
 	// session lived): a phantom.
 	s = newScript()

@@ -142,12 +142,12 @@ func CheckHeld(h *History) []string {
 // its client canceled: its lease's client had begun a canceled Lock before
 // the key was created, no other key of its name was created in between (a
 // canceled Lock's name is not reused before its key is gone), and the key
-// was deleted while the session lived on (its lease created a key, at
-// revision later, after the deletion). A key that a late write re-created
-// after its name was given up (a phantom) is deleted only with its lease,
-// or after its name was used again, so it is not excused.
+// was deleted while the session lived on (see deletedLive). A key that a
+// late write re-created after its name was given up (a phantom) is deleted
+// only with its lease, or after its name was used again, so it is not
+// excused.
 func canceledKey(q *queueState, h *History, k *queueKey, later int64) bool {
-	if k.del == 0 || later < k.del || k.at == 0 {
+	if k.del == 0 || k.at == 0 || !deletedLive(q, k, later) {
 		return false
 	}
 	for _, c := range h.Cancels {
@@ -162,6 +162,22 @@ func canceledKey(q *queueState, h *History, k *queueKey, later int64) bool {
 			}
 		}
 		if !reused {
+			return true
+		}
+	}
+	return false
+}
+
+// deletedLive reports whether k's deletion came while its lease lived: the
+// lease created a key after it (at revision later), or another key of the
+// lease was live at that revision and deleted after it (a lease that ends
+// takes all its keys in one revision).
+func deletedLive(q *queueState, k *queueKey, later int64) bool {
+	if later > k.del {
+		return true
+	}
+	for _, o := range q.keys {
+		if o != k && o.lease == k.lease && o.create < k.del && (o.del == 0 || o.del > k.del) {
 			return true
 		}
 	}
