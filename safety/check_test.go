@@ -353,6 +353,29 @@ func TestCheckFIFOCanceledWaiter(t *testing.T) {
 	mustPass(t, outlived(false))
 	// ... but not when they went at one revision: the lease ended.
 	mustFail(t, outlived(true), FIFO)
+	// Alone, it is excused when its client found the lease alive after
+	// the test received the deletion, and not on evidence from before.
+	alone := func(aliveAfter bool) *History {
+		s := newScript()
+		s.create(10, 1)
+		s.grant(0, 10, 10)
+		s.cancel(1, 2, 0)
+		s.create(11, 2)
+		s.create(12, 2) // enqueued again, and given up at once
+		s.del(13, 12)
+		s.del(14, 10)
+		before := s.tick()
+		s.del(15, 11)
+		s.h.Queue[len(s.h.Queue)-1].Arrived = s.tick()
+		at := before
+		if aliveAfter {
+			at = s.tick()
+		}
+		s.h.LeaseAlives = []LeaseAlive{{Lease: 2, At: at}}
+		return s.finish(0)
+	}
+	mustPass(t, alone(true))
+	mustFail(t, alone(false), FIFO)
 	// Nor a key that lives on with its lease (never deleted while the
 	// session lived): a phantom.
 	s = newScript()

@@ -189,6 +189,7 @@ type cell struct {
 	ops         []Op
 	grants      []Grant
 	lostWaits   []LostWait
+	leaseAlives []LeaseAlive
 	cancels     []Cancel
 	n           counts
 	armTargeted bool

@@ -149,6 +149,17 @@ type History struct {
 	// Cancels are the Locks that the clients bounded, which may end
 	// without a grant.
 	Cancels []Cancel
+	// LeaseAlives are leases that clients found alive (TimeToLive) at
+	// given times: a lease alive at At was alive at every revision
+	// committed before At.
+	LeaseAlives []LeaseAlive
+}
+
+// LeaseAlive says that Lease was alive when a TimeToLive sent at At
+// answered (workers ask before they close a session).
+type LeaseAlive struct {
+	Lease int64
+	At    int64
 }
 
 // queueKey is one key of the lock's queue, rebuilt from the watch history.

@@ -56,7 +56,8 @@ func (c *cell) waitQueueEmpty(ctx context.Context) {
 func (c *cell) history() *History {
 	c.mu.Lock()
 	h := &History{Ops: append([]Op(nil), c.ops...), Grants: append([]Grant(nil), c.grants...), QueueDir: c.dir,
-		LostWaits: append([]LostWait(nil), c.lostWaits...), Cancels: c.allCancels()}
+		LostWaits: append([]LostWait(nil), c.lostWaits...), Cancels: c.allCancels(),
+		LeaseAlives: append([]LeaseAlive(nil), c.leaseAlives...)}
 	c.mu.Unlock()
 	if c.reg != nil {
 		h.Final = c.reg.Value()

@@ -121,7 +121,7 @@ func leaseOfKey(key string) int64 {
 // n, n < 0 at least -n, 0 any.
 var lineFields = map[string]int{
 	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 4, "GRANT": 4, "READ": -5, "WROTE": 5,
-	"SESSION_LOST": 0, "SESSIONERR": 0, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
+	"SESSION_LOST": 0, "SESSIONERR": 0, "LEASE_ALIVE": 3, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
 	"CANCELING": 3, "CANCELED": 3,
 }
 
@@ -153,6 +153,9 @@ func (c *cell) handle(p *proc, line string) {
 	case "SESSION":
 		v, _ := strconv.ParseUint(f[1], 16, 64)
 		p.lease = int64(v)
+	case "LEASE_ALIVE":
+		v, _ := strconv.ParseUint(f[1], 16, 64)
+		c.leaseAlives = append(c.leaseAlives, LeaseAlive{Lease: int64(v), At: parseInt(f[2])})
 	case "SESSION_LOST":
 		c.n.sessionsLost++
 	case "UNLOCK":

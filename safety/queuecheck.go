@@ -147,7 +147,7 @@ func CheckHeld(h *History) []string {
 // only with its lease, or after its name was used again, so it is not
 // excused.
 func canceledKey(q *queueState, h *History, k *queueKey, later int64) bool {
-	if k.del == 0 || k.at == 0 || !deletedLive(q, k, later) {
+	if k.del == 0 || k.at == 0 || !deletedLive(q, h, k, later) {
 		return false
 	}
 	for _, c := range h.Cancels {
@@ -169,12 +169,18 @@ func canceledKey(q *queueState, h *History, k *queueKey, later int64) bool {
 }
 
 // deletedLive reports whether k's deletion came while its lease lived: the
-// lease created a key after it (at revision later), or another key of the
-// lease was live at that revision and deleted after it (a lease that ends
-// takes all its keys in one revision).
-func deletedLive(q *queueState, k *queueKey, later int64) bool {
+// lease created a key after it (at revision later), a client found the
+// lease alive after the test had received the deletion, or another key of
+// the lease was live at that revision and deleted after it (a lease that
+// ends takes all its keys in one revision).
+func deletedLive(q *queueState, h *History, k *queueKey, later int64) bool {
 	if later > k.del {
 		return true
+	}
+	for _, a := range h.LeaseAlives {
+		if a.Lease == k.lease && k.delAt != 0 && a.At > k.delAt {
+			return true
+		}
 	}
 	for _, o := range q.keys {
 		if o != k && o.lease == k.lease && o.create < k.del && (o.del == 0 || o.del > k.del) {

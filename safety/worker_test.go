@@ -10,6 +10,7 @@ package safety
 //
 //	SESSION <lease hex>                    a new session
 //	SESSION_LOST <lease hex> <cause>        the session was found lost
+//	LEASE_ALIVE <lease hex> <t>             TimeToLive sent at t found the lease alive (before a Close)
 //	ENQ <t>                                 Lock (Campaign) called
 //	GRANT <token> <key> <t>                 Lock returned (lead called)
 //	LOCKERR <t> <error>                     Lock (Run) failed
@@ -153,9 +154,20 @@ func runWorker(role string) int {
 		w.runMutex()
 	}
 	if w.sess != nil {
-		_ = w.sess.Close()
+		w.closeSession()
 	}
 	return 0
+}
+
+// closeSession closes w.sess, first saying LEASE_ALIVE if etcd finds its
+// lease alive: whatever of the lease went before then went while it lived.
+func (w *worker) closeSession() {
+	t := monoNow()
+	if w.leaseAlive(w.sess.Lease()) {
+		w.say("LEASE_ALIVE %x %d", int64(w.sess.Lease()), t)
+	}
+	_ = w.sess.Close()
+	w.sess = nil
 }
 
 // workerKeepAlive is the workers' gRPC keepalive time: longer than a hold
@@ -227,8 +239,7 @@ func (w *worker) session() *etcdlock.Session {
 	if w.sess != nil && w.sess.Err() == nil && w.rotate > 0 && time.Since(w.sessSince) > w.rotate {
 		// A steady worker's process "restarts" now and then: a key of its
 		// session that nobody holds (a phantom) stays only until then.
-		_ = w.sess.Close()
-		w.sess = nil
+		w.closeSession()
 	}
 	if w.sess != nil && w.sess.Err() == nil {
 		return w.sess
@@ -423,7 +434,8 @@ func (w *worker) lockErr(s *etcdlock.Session, err error) {
 // leaseAlive reports whether etcd says lease is alive (TimeToLive, which
 // the leader answers); false when it is gone or the question fails.
 func (w *worker) leaseAlive(lease clientv3.LeaseID) bool {
-	ctx, cancel := context.WithTimeout(w.ctx, opTimeout)
+	// Not w.ctx: the worker asks this on its way out, too.
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	resp, err := w.cli.TimeToLive(ctx, lease)
 	return err == nil && resp.TTL > 0
