@@ -29,9 +29,9 @@
 // guarded-etcd cell) (embedtest's Link.Hold: what they send meanwhile is
 // delivered after they gave up on it). In the fenced-register cells half of
 // the holds are late-write holds: the leader's link and one or two others
-// held for 40-60 s, with no member fault meanwhile, while a steady worker cancels
-// Locks whose enqueue is in the held path, so the library must give up key
-// names of unknown outcome and go on locking the same names while
+// held for 40-60 s, with no member fault meanwhile, while a steady worker
+// cancels Locks whose enqueue is in the held path, so the library must give
+// up key names of unknown outcome and go on locking the same names while
 // everything held waits to be delivered.
 // (Late-write holds run only in cells of a minute or more, not in CI's
 // short cells.) Everything is healed before the end.

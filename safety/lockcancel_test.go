@@ -25,11 +25,10 @@ type lockCanceler struct {
 
 // canceledLock is one Lock that the harness may cancel.
 type canceledLock struct {
-	lease   int64
-	start   int64 // monoNow when the Lock began
-	cancel  context.CancelFunc
-	timer   *time.Timer // set once a cancel is scheduled
-	bounded bool        // a cancel was scheduled (CANCELING was said)
+	lease  int64
+	start  int64 // monoNow when the Lock began
+	cancel context.CancelFunc
+	timer  *time.Timer // set once a cancel is scheduled (CANCELING was said)
 }
 
 // begin returns the context of a Lock on lease that is about to start and
@@ -49,11 +48,12 @@ func (lc *lockCanceler) begin(lease int64) (context.Context, func() bool) {
 		lc.mu.Lock()
 		defer lc.mu.Unlock()
 		lc.cur = nil
-		if cl.timer != nil {
-			cl.timer.Stop()
-		}
 		cancel()
-		return cl.bounded
+		if cl.timer == nil {
+			return false
+		}
+		cl.timer.Stop()
+		return true
 	}
 }
 
@@ -61,7 +61,7 @@ func (lc *lockCanceler) begin(lease int64) (context.Context, func() bool) {
 func (lc *lockCanceler) request(d time.Duration) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if cl := lc.cur; cl != nil && !cl.bounded {
+	if cl := lc.cur; cl != nil && cl.timer == nil {
 		lc.schedule(cl, d)
 		return
 	}
@@ -70,7 +70,6 @@ func (lc *lockCanceler) request(d time.Duration) {
 
 // schedule says CANCELING for cl and cancels it after d. lc.mu is held.
 func (lc *lockCanceler) schedule(cl *canceledLock, d time.Duration) {
-	cl.bounded = true
 	lc.w.say("CANCELING %x %d", cl.lease, cl.start)
 	cl.timer = time.AfterFunc(d, cl.cancel)
 }
