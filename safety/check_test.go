@@ -549,7 +549,8 @@ func TestCheckHeldLostWait(t *testing.T) {
 	h.LostWaits[0].At = h.Grants[2].At + 1
 	mustPass(t, h)
 	// ... unless its client found the lease alive after the failure.
-	h.LostWaits[0].LeaseAlive = true
+	// (The worker stamps its TimeToLive with the failure's time.)
+	h.LeaseAlives = []LeaseAlive{{Lease: 1, At: h.LostWaits[0].At}}
 	r = mustFail(t, h, Held)
 	if !strings.Contains(r.String(), "lease was alive after it failed") {
 		t.Errorf("report: %s", r)

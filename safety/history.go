@@ -75,13 +75,11 @@ type Grant struct {
 }
 
 // LostWait is a Lock of client Client's session on Lease that failed at At
-// with ErrLockLost. LeaseAlive says that the client found Lease alive
-// (TimeToLive) after the Lock failed, so it was alive when the key went.
+// with ErrLockLost.
 type LostWait struct {
-	Client     int
-	Lease      int64
-	At         int64
-	LeaseAlive bool
+	Client int
+	Lease  int64
+	At     int64
 }
 
 // Cancel is a Lock that its client bounded (the late-write scenario), from
@@ -155,8 +153,9 @@ type History struct {
 	LeaseAlives []LeaseAlive
 }
 
-// LeaseAlive says that Lease was alive when a TimeToLive sent at At
-// answered (workers ask before they close a session).
+// LeaseAlive says that Lease was alive when a TimeToLive sent at At or
+// later answered (workers ask after a Lock fails with ErrLockLost and before they
+// close a session).
 type LeaseAlive struct {
 	Lease int64
 	At    int64

@@ -174,8 +174,10 @@ func (c *cell) handle(p *proc, line string) {
 		}
 	case "LOCKLOST":
 		v, _ := strconv.ParseUint(f[1], 16, 64)
-		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2]),
-			LeaseAlive: f[3] == "alive"})
+		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2])})
+		if f[3] == "alive" {
+			c.leaseAlives = append(c.leaseAlives, LeaseAlive{Lease: int64(v), At: parseInt(f[2])})
+		}
 	case "GRANT":
 		g := Grant{Client: p.id, Token: etcdlock.Token(parseInt(f[1])), Key: f[2], At: parseInt(f[3])}
 		c.grants = append(c.grants, g)

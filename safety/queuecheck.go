@@ -122,7 +122,7 @@ func CheckHeld(h *History) []string {
 	// failed Lock, or a grant of it reported after that, says that the
 	// session was live: the key was not lost with it.
 	for _, lw := range h.LostWaits {
-		if lw.LeaseAlive {
+		if aliveAfter(h, lw.Lease, lw.At) {
 			v.add("client %d's Lock on lease %x failed with ErrLockLost (its key deleted while it waited), yet the lease was alive after it failed: a delete it did not send",
 				lw.Client, lw.Lease)
 			continue
@@ -177,13 +177,23 @@ func deletedLive(q *queueState, h *History, k *queueKey, later int64) bool {
 	if later > k.del {
 		return true
 	}
-	for _, a := range h.LeaseAlives {
-		if a.Lease == k.lease && k.delAt != 0 && a.At > k.delAt {
-			return true
-		}
+	if k.delAt != 0 && aliveAfter(h, k.lease, k.delAt) {
+		return true
 	}
 	for _, o := range q.keys {
 		if o != k && o.lease == k.lease && o.create < k.del && (o.del == 0 || o.del > k.del) {
+			return true
+		}
+	}
+	return false
+}
+
+// aliveAfter reports whether a client found lease alive (see LeaseAlive)
+// with a TimeToLive sent at t or later: it was alive at every revision
+// committed by t.
+func aliveAfter(h *History, lease, t int64) bool {
+	for _, a := range h.LeaseAlives {
+		if a.Lease == lease && a.At >= t {
 			return true
 		}
 	}
