@@ -316,14 +316,14 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 	}
 }
 
-// commit sends one batch over the leader's connection while the keeper
-// lends one, else the client's: a lone write as a Txn of its own, more as
-// nested Txns of one.
+// commit sends one batch over the keeper's connection while it lends one,
+// else the client's: a lone write as a Txn of its own, more as nested Txns
+// of one.
 func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.TxnResponse, error) {
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	var kv clientv3.KV = b.k.cli
-	if lc := b.k.borrowLeader(); lc != nil {
+	if lc := b.k.borrow(); lc != nil {
 		defer lc.giveBack()
 		kv = lc.kv
 	}

@@ -77,11 +77,24 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 }
 
 // follow watches q from rev + 1 and publishes every change of the leader,
-// which was cur at rev, until the watch fails; it returns why.
+// which was cur at rev, until the watch fails or must move (see
+// Session.watcher); it returns why.
 func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
+	wt, moved := q.s.watcher(ctx, nil)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range q.s.cli.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	wch := wt.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case <-moved:
+			return errWatchMoved
+		case r, ok := <-wch:
+			if !ok {
+				return errors.New("watch ended")
+			}
+			resp = r
+		}
 		if resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
 			return errors.Join(errors.New("watch ended"), resp.Err()) // re-read and re-watch
 		}
@@ -105,5 +118,7 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 			out.publish(cur)
 		}
 	}
-	return errors.New("watch ended")
 }
+
+// errWatchMoved ends a watch that must move to the keeper's next connection.
+var errWatchMoved = errors.New("etcdlock: the watch moves to the keeper's next connection")

@@ -29,7 +29,7 @@ const (
 )
 
 var (
-	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader")
+	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader, or has none")
 	errStalled     = errors.New("etcdlock: keepalive stream stalled")
 	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
 	errUnanswered  = errors.New("etcdlock: keepalive endpoint failed two status checks")
@@ -84,9 +84,10 @@ type keeper struct {
 	// batch is the client's group commit; nil without batching.
 	batch *batcher
 
-	// leader is the connection the current stream runs on while that
-	// connection reaches the leader; nil otherwise (see borrowLeader).
-	leader atomic.Pointer[leaderConn]
+	// lent is what the keeper lends to the queue: the connection the
+	// current stream runs on (see borrow and Session.watcher). Never nil;
+	// written by serve.
+	lent atomic.Pointer[lending]
 
 	mu       sync.Mutex
 	sessions map[clientv3.LeaseID]kept
@@ -117,6 +118,7 @@ func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger)
 		seq:      map[kept]uint64{},
 		kick:     make(chan struct{}, 1),
 	}
+	k.lend(nil)
 	if batching {
 		k.batch = newBatcher(k)
 	}
@@ -232,17 +234,17 @@ func (k *keeper) run() {
 	}
 	b := newBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
-		conn, ep, owned := k.connect()
+		conn, at, owned := k.connect()
 		start := time.Now()
-		lc := &leaderConn{conn: conn}
-		err := k.serve(lc, ep)
+		sc := &streamConn{conn: conn, at: at}
+		err := k.serve(sc)
 		if owned {
-			lc.retire() // closes conn once no request lent it is in flight
+			sc.retire() // closes conn once no request lent it is in flight
 		}
 		if k.ctx.Err() != nil {
 			break
 		}
-		k.log.Debug("keepalive stream ended", zap.String("endpoint", ep), zap.Error(err))
+		k.log.Debug("keepalive stream ended", zap.String("endpoint", at.addr), zap.Bool("leader", at.leader), zap.Error(err))
 		if time.Since(start) > 5*time.Second {
 			b.reset()
 		}
@@ -260,12 +262,12 @@ func (k *keeper) run() {
 	}
 }
 
-// serve runs one keepalive stream on conn until it fails, stalls, its
-// endpoint stops being the leader, or the keeper stops. Watchdogs that never
+// serve runs one keepalive stream on sc until it fails, stalls, it
+// should move (see followLeader), or the keeper stops. Watchdogs that never
 // block on the network cancel the stream's context when it stalls, which
 // also unblocks an opening stream or a Send stuck on flow control.
-func (k *keeper) serve(lc *leaderConn, ep string) error {
-	conn := lc.conn
+func (k *keeper) serve(sc *streamConn) error {
+	conn, at := sc.conn, sc.at
 	sctx, scancel := context.WithCancelCause(clientv3.WithRequireLeader(k.ctx))
 	var opened atomic.Bool
 	var wg sync.WaitGroup
@@ -276,7 +278,7 @@ func (k *keeper) serve(lc *leaderConn, ep string) error {
 	}()
 	go func() {
 		defer wg.Done()
-		k.followLeader(sctx, scancel, conn, ep)
+		k.followLeader(sctx, scancel, conn, at)
 	}()
 	defer func() {
 		scancel(nil)
@@ -288,11 +290,11 @@ func (k *keeper) serve(lc *leaderConn, ep string) error {
 		return streamErr(sctx, err)
 	}
 	opened.Store(true)
-	if ep != "" && plainClient(k.cli) {
-		lc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
-		lc.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), k.cli)
-		k.leader.Store(lc)
-		defer k.leader.Store(nil) // then run retires lc
+	if at.addr != "" && plainClient(k.cli) {
+		sc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
+		sc.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), k.cli)
+		k.lend(sc)
+		defer k.lend(nil) // then run retires sc
 	}
 	for _, s := range k.snapshot() {
 		s.resetInflight()

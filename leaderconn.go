@@ -1,9 +1,9 @@
 package etcdlock
 
 // This file holds the keeper's connection: which endpoint the keepalive
-// stream runs on (the leader's, with pinning), when it must move, and the
-// lending of that connection to the queue's writes, hand-off reads and
-// predecessor watches (leaderConn).
+// stream runs on (with pinning, the leader's, or a member's that answers when
+// the leader's does not), when it must move, and the lending of that
+// connection to the queue's writes, hand-off reads and watches (streamConn).
 
 import (
 	"context"
@@ -19,76 +19,106 @@ import (
 	"google.golang.org/grpc"
 )
 
+// fallbackWait is how long findEndpoint waits for the leader's own answer
+// once a follower has answered with a leader. The leader's endpoint may not
+// answer this client at all (a black-holed path, while the cluster keeps its
+// quorum); the follower forwards keepalives to the leader meanwhile.
+const fallbackWait = 200 * time.Millisecond
+
+// endpoint is where the keeper's stream runs.
+type endpoint struct {
+	addr   string // one of the client's endpoints; "": its balanced connection
+	leader bool   // addr's member said it was the leader
+}
+
 // connect returns the connection for the next stream: with pinning, a
 // connection to the client's own endpoint that reaches the leader (so the
 // keepalives cross the same network path, credentials and dial options as
-// the data), else (or while no leader is known) the client's balanced one.
-func (k *keeper) connect() (conn *grpc.ClientConn, ep string, owned bool) {
+// the data), or to a member that answered and knows a leader when the
+// leader's endpoint does not answer; else (or while no member answers) the
+// client's balanced one.
+func (k *keeper) connect() (conn *grpc.ClientConn, at endpoint, owned bool) {
 	if k.key.pinned {
-		if ep = k.leaderEndpoint(); ep != "" {
-			c, err := k.cli.Dial(ep)
+		if at = k.findEndpoint(); at.addr != "" {
+			c, err := k.cli.Dial(at.addr)
 			if err == nil {
-				return c, ep, true
+				return c, at, true
 			}
-			k.log.Debug("dial leader endpoint", zap.String("endpoint", ep), zap.Error(err))
+			k.log.Debug("dial endpoint", zap.String("endpoint", at.addr), zap.Error(err))
 		}
 	}
-	return k.cli.ActiveConnection(), "", false
+	return k.cli.ActiveConnection(), endpoint{}, false
 }
 
-// leaderEndpoint asks every endpoint of the client for its status and
-// returns the one whose member is the leader most members report, "" if none.
-func (k *keeper) leaderEndpoint() string {
+// findEndpoint asks every endpoint of the client for its status, all at
+// once. It returns the endpoint whose member says it is the leader as soon
+// as that answer comes. Failing that, it returns an endpoint whose member
+// answered and knows a leader (the first such answer), once every endpoint
+// has answered or failed, fallbackWait after that answer, or at
+// statusTimeout, whichever comes first; and the zero endpoint when no member
+// answered with a leader. It waits for its status calls before it returns.
+func (k *keeper) findEndpoint() endpoint {
 	eps := k.cli.Endpoints()
-	type answer struct {
-		ep             string
-		member, leader uint64
-	}
-	answers := make(chan answer, len(eps))
+	ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
+	answers := make(chan endpoint, len(eps))
 	var wg sync.WaitGroup
+	defer func() {
+		cancel() // ends the calls still waiting for an answer
+		wg.Wait()
+	}()
 	for _, ep := range eps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := k.cli.Dial(ep)
-			if err != nil {
-				return
-			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
-			defer cancel()
-			resp, err := quietStatus(ctx, conn)
-			if err != nil {
-				return
-			}
-			answers <- answer{ep, resp.Header.MemberId, resp.Leader}
+			answers <- k.askStatus(ctx, ep)
 		}()
 	}
-	wg.Wait()
-	close(answers)
-	votes := map[uint64]int{}
-	byMember := map[uint64]string{}
-	for a := range answers {
-		byMember[a.member] = a.ep
-		if a.leader != 0 {
-			votes[a.leader]++
+	var fallback endpoint
+	grace := time.NewTimer(time.Hour)
+	defer grace.Stop()
+	for range eps {
+		select {
+		case a := <-answers:
+			switch {
+			case a.leader:
+				return a
+			case a.addr != "" && fallback.addr == "":
+				fallback = a
+				grace.Reset(fallbackWait)
+			}
+		case <-grace.C:
+			return fallback
+		case <-ctx.Done():
+			return fallback
 		}
 	}
-	var best uint64
-	for id, n := range votes {
-		if n > votes[best] {
-			best = id
-		}
-	}
-	return byMember[best]
+	return fallback
 }
 
-// leaderConn is a connection the keeper dialed, and (kv != nil) lends to
-// requests while it reaches the leader. It is closed once it is retired and
-// no request that borrowed it is in flight, so a stream that ends (the leader
-// moved, the last session left) never cuts a request short.
-type leaderConn struct {
+// askStatus asks the member behind ep for its status. It returns ep when the
+// member answered and knows a leader (leader: it is the leader), else the
+// zero endpoint.
+func (k *keeper) askStatus(ctx context.Context, ep string) endpoint {
+	conn, err := k.cli.Dial(ep)
+	if err != nil {
+		return endpoint{}
+	}
+	defer conn.Close()
+	resp, err := quietStatus(ctx, conn)
+	if err != nil || resp.Leader == 0 {
+		return endpoint{}
+	}
+	return endpoint{addr: ep, leader: resp.Leader == resp.Header.MemberId}
+}
+
+// streamConn is a connection the keeper dialed for its stream, and (kv !=
+// nil) lends to the queue's requests and watches while the stream runs on it
+// (see keeper.lend). It is closed once it is retired and no request that
+// borrowed it is in flight, so a stream that ends (the leader moved, the last
+// session left) never cuts a request short.
+type streamConn struct {
 	conn    *grpc.ClientConn
+	at      endpoint
 	kv      clientv3.KV
 	watcher clientv3.Watcher
 
@@ -99,7 +129,7 @@ type leaderConn struct {
 
 // borrow lends the connection; giveBack is to be called when the request is
 // done. ok is false once the connection is retired.
-func (c *leaderConn) borrow() (ok bool) {
+func (c *streamConn) borrow() (ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired {
@@ -109,7 +139,7 @@ func (c *leaderConn) borrow() (ok bool) {
 	return true
 }
 
-func (c *leaderConn) giveBack() {
+func (c *streamConn) giveBack() {
 	c.mu.Lock()
 	c.users--
 	last := c.retired && c.users == 0
@@ -124,9 +154,9 @@ func (c *leaderConn) giveBack() {
 // borrowed: one on a connection to a dead member would never end (a
 // single-endpoint connection redials that member forever), so retiring ends
 // them and their waiters re-open them, from the last revision seen + 1, on
-// the keeper's next connection or the client's balanced one. A borrowed
-// request is bounded by its attempt timeout.
-func (c *leaderConn) retire() {
+// the keeper's next connection (see Session.watcher). A borrowed request is
+// bounded by its attempt timeout.
+func (c *streamConn) retire() {
 	c.mu.Lock()
 	c.retired = true
 	idle := c.users == 0
@@ -139,7 +169,24 @@ func (c *leaderConn) retire() {
 	}
 }
 
-func (c *leaderConn) close() { _ = c.conn.Close() }
+func (c *streamConn) close() { _ = c.conn.Close() }
+
+// lending is what the keeper lends: the connection its stream runs on (nil
+// while there is none, or while the stream runs on the client's balanced
+// connection), and a channel that is closed when that changes.
+type lending struct {
+	conn  *streamConn
+	moved chan struct{}
+}
+
+// lend makes c (nil: none) what the keeper lends, and tells every watch
+// opened on the previous one to move.
+func (k *keeper) lend(c *streamConn) {
+	old := k.lent.Swap(&lending{conn: c, moved: make(chan struct{})})
+	if old != nil {
+		close(old.moved)
+	}
+}
 
 var (
 	plainKVType      = reflect.TypeOf(clientv3.NewKVFromKVClient(nil, nil))
@@ -154,29 +201,32 @@ func plainClient(cli *clientv3.Client) bool {
 		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
 }
 
-// borrowLeader lends the connection to the etcd leader (the borrower calls
-// its giveBack when the request is done; watches are not borrowed, see
-// leaderConn.retire), or returns nil when the keeper knows no leader
-// connection right now. A write sent to a follower is forwarded to the leader
-// and answered only after the follower applies it too; sent to the leader it
+// borrow lends the connection the keeper's stream runs on (the borrower
+// calls its giveBack when the request is done; watches are not borrowed, see
+// streamConn.retire), or returns nil when the keeper lends none right now.
+// That connection leads to the etcd leader whenever the leader's endpoint
+// answers: a write sent to a follower is forwarded to the leader and
+// answered only after the follower applies it too; sent to the leader it
 // saves that hop (a free lock's grant and a release cost one round trip to
 // the leader). The leader applies a write before the followers learn it is
 // committed, so a predecessor watch on the leader wakes its waiter first, and
-// the hand-off read there does not find the member behind the revision. A
-// connection stays open while lent; when its member fails, requests fail like
-// any request of unknown outcome and are retried on the balanced connection.
-func (k *keeper) borrowLeader() *leaderConn {
-	if c := k.leader.Load(); c != nil && c.borrow() {
+// the hand-off read there does not find the member behind the revision. When
+// the leader's endpoint does not answer, the connection leads to a member
+// that does, which is still a path known to work. A connection stays open
+// while lent; when its member fails, requests fail like any request of
+// unknown outcome and are retried on the balanced connection.
+func (k *keeper) borrow() *streamConn {
+	if c := k.lent.Load().conn; c != nil && c.borrow() {
 		return c
 	}
 	return nil
 }
 
-// followLeader ends the stream when it should move: its endpoint is no
-// longer the leader (errLeaderMoved), fails two status checks in a row
-// (errUnanswered), or (the fallback while pinning) a leader is known again
-// (errLeaderFound).
-func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, ep string) {
+// followLeader ends the stream when it should move: its member is no longer
+// the leader or lost its leader (errLeaderMoved), it failed two status checks
+// in a row (errUnanswered), or, while the stream runs on a follower or the
+// balanced connection, the leader's endpoint answers again (errLeaderFound).
+func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, at endpoint) {
 	if !k.key.pinned {
 		return
 	}
@@ -189,32 +239,42 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 			return
 		case <-tick.C:
 		}
-		if ep == "" {
-			if k.leaderEndpoint() != "" {
-				stop(errLeaderFound)
-				return
-			}
-			continue
-		}
-		ctx, cancel := context.WithTimeout(sctx, statusTimeout)
-		resp, err := quietStatus(ctx, conn)
-		cancel()
-		switch {
-		case err == nil && resp.Leader != resp.Header.MemberId:
-			stop(errLeaderMoved)
+		if err := k.checkEndpoint(sctx, conn, at, &failures); err != nil {
+			stop(err)
 			return
-		case err == nil:
-			failures = 0
-		case sctx.Err() == nil:
-			// The member does not answer: its connection is lent to the
-			// queue's requests too, so do not wait for the stall watchdog
-			// (which needs a keepalive in flight).
-			if failures++; failures >= 2 {
-				stop(errUnanswered)
-				return
-			}
 		}
 	}
+}
+
+// checkEndpoint is one check of followLeader: the error to end the stream
+// with, or nil. failures counts the status checks of conn that failed in a
+// row.
+func (k *keeper) checkEndpoint(sctx context.Context, conn *grpc.ClientConn, at endpoint, failures *int) error {
+	if at.addr == "" {
+		if k.findEndpoint().addr != "" {
+			return errLeaderFound
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(sctx, statusTimeout)
+	resp, err := quietStatus(ctx, conn)
+	cancel()
+	switch {
+	case err == nil && (resp.Leader == 0 || at.leader && resp.Leader != resp.Header.MemberId):
+		return errLeaderMoved
+	case err == nil && !at.leader && k.findEndpoint().leader:
+		return errLeaderFound
+	case err == nil:
+		*failures = 0
+	case sctx.Err() == nil:
+		// The member does not answer: its connection is lent to the
+		// queue's requests too, so do not wait for the stall watchdog
+		// (which needs a keepalive in flight).
+		if *failures++; *failures >= 2 {
+			return errUnanswered
+		}
+	}
+	return nil
 }
 
 // statusMethod is etcd's Status RPC.

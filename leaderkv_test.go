@@ -135,16 +135,16 @@ func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster,
 	}
 }
 
-// TestLeaderConnOutlivesBorrowers: a retired leader connection stays open
+// TestStreamConnOutlivesBorrowers: a retired keeper connection stays open
 // for a request that borrowed it before, and closes when that request is
 // done; after retirement nobody can borrow it.
-func TestLeaderConnOutlivesBorrowers(t *testing.T) {
+func TestStreamConnOutlivesBorrowers(t *testing.T) {
 	cli := newClient(t, nil)
 	conn, err := cli.Dial(cli.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := &leaderConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
+	lc := &streamConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
 	if !lc.borrow() {
 		t.Fatal("cannot borrow a fresh connection")
 	}
@@ -282,7 +282,7 @@ func TestKeeperLeavesUnansweringLeader(t *testing.T) {
 	t.Cleanup(func() { _ = cli.Close() })
 	core, logs := observer.New(zapcore.DebugLevel)
 	s, _ := keptSession(t, c, cli, WithTTL(time.Minute), WithLogger(zap.New(core)))
-	waitFor(t, 20*time.Second, "the keepalive stream pinned to the leader", func() bool { return s.keeper.leader.Load() != nil })
+	waitFor(t, 20*time.Second, "the keepalive stream pinned to the leader", func() bool { l := s.keeper.lent.Load().conn; return l != nil && l.at.leader })
 	endedBefore := logs.FilterMessage("keepalive stream ended").Len()
 
 	link.Cut()

@@ -38,13 +38,25 @@ func (w *waiter) monitor() {
 	}
 }
 
-// watchOwn watches the waiter's key from *next until the watch ends or the
-// key is gone, advancing *next past what it saw; progress reports that it
-// saw a later revision.
+// watchOwn watches the waiter's key from *next until the watch ends or must
+// move (see Session.watcher), or the key is gone, advancing *next past what
+// it saw; progress reports that it saw a later revision.
 func (w *waiter) watchOwn(next *int64) (gone, progress bool) {
+	wt, moved := w.q.s.watcher(w.ctx, nil)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
 	defer cancel()
-	for resp := range w.q.s.cli.Watch(wctx, w.key, clientv3.WithRev(*next), clientv3.WithFilterPut()) {
+	wch := wt.Watch(wctx, w.key, clientv3.WithRev(*next), clientv3.WithFilterPut())
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case <-moved:
+			return false, progress
+		case r, ok := <-wch:
+			if !ok {
+				return false, progress
+			}
+			resp = r
+		}
 		if resp.CompactRevision != 0 {
 			// Compacted past next: look at the key itself.
 			gresp, err := w.q.s.cli.Get(wctx, w.key)
@@ -70,5 +82,4 @@ func (w *waiter) watchOwn(next *int64) (gone, progress bool) {
 			progress = true
 		}
 	}
-	return false, progress
 }

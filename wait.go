@@ -126,15 +126,17 @@ type watchResult struct {
 }
 
 // await watches what plan names until the policy's decision changes, and
-// returns the keys ahead at that point. A watch that fails is re-opened from
-// the last revision seen + 1, so no failure costs the waiter its place.
+// returns the keys ahead at that point. A watch that fails, or must move to
+// the keeper's next connection (see Session.watcher), is re-opened from the
+// last revision seen + 1, so no failure costs the waiter its place.
 func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvccpb.KeyValue, error) {
 	var from int64 // 0: a fresh, synced watch with a created notification
 	b := newBackoff(watchFloor, watchCeil)
 	for {
+		wt, moved := w.q.s.watcher(ctx, w.ctx.Done())
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		key, opts := plan.watchOpts(w.q.dir, from)
-		r, err := w.consume(ctx, w.q.s.watcher().Watch(wctx, key, opts...), pol, plan, from)
+		r, err := w.consume(ctx, wt.Watch(wctx, key, opts...), moved, pol, plan, from)
 		cancel()
 		if err != nil || r.changed {
 			return r.ahead, err
@@ -168,8 +170,8 @@ func (p watchPlan) watchOpts(dir string, from int64) (string, []clientv3.OpOptio
 }
 
 // consume reads one watch until the decision changes, the wait must end
-// (error), or the watch ends.
-func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy, plan watchPlan, from int64) (watchResult, error) {
+// (error), or the watch ends or must move (moved is closed).
+func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, moved <-chan struct{}, pol policy, plan watchPlan, from int64) (watchResult, error) {
 	next := from
 	_ = w.q.s.runHook(hookWaiting, nil)
 	for {
@@ -180,6 +182,8 @@ func (w *waiter) consume(ctx context.Context, wch clientv3.WatchChan, pol policy
 			return watchResult{}, ctxErr(ctx, ctx.Err())
 		case <-w.ctx.Done():
 			return watchResult{}, context.Cause(w.ctx)
+		case <-moved:
+			return watchResult{from: next}, nil
 		case resp, ok = <-wch:
 		}
 		switch {
