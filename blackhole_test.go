@@ -172,3 +172,37 @@ func TestWatchMovesWithKeeperConn(t *testing.T) {
 	}
 }
 
+// TestLostSessionRevokedWhenPathReturns: a session lost by its validity
+// clock while its path to etcd is gone keeps trying to revoke its lease, so
+// its keys go as soon as a path answers again, not a TTL later (and not
+// several TTLs later: each new etcd leader re-arms every lease).
+func TestLostSessionRevokedWhenPathReturns(t *testing.T) {
+	c := embedtest.Start(t)
+	cli, link, err := c.FlakyClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	t.Cleanup(link.Restore)
+	s, _ := keptSession(t, c, cli, WithTTL(30*time.Second))
+	name := uniqueName(t)
+	mustLock(t, NewMutex(s, name))
+	link.Cut()
+	s.expire(ErrSessionExpired, ReasonValidityClock) // as when the clock runs out
+	// The outage outlasts a revoke attempt.
+	time.Sleep(2 * revokeAttempt)
+	link.Restore()
+	restored := time.Now()
+	direct := newClient(t, c)
+	waitFor(t, 10*time.Second, "the lost session's lease revoked", func() bool {
+		resp, err := direct.TimeToLive(testCtx(t, 5*time.Second), s.Lease())
+		return err == nil && resp.TTL <= 0
+	})
+	if keys := keysUnder(t, direct, name); len(keys) != 0 {
+		t.Fatalf("keys left after the revoke: %v", keys)
+	}
+	t.Logf("revoked %v after the path returned", time.Since(restored).Round(time.Millisecond))
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+}

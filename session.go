@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,6 +15,9 @@ const (
 	defaultTTL = 10 * time.Second
 	maxTTL     = 24 * time.Hour
 	maxRevoke  = 5 * time.Second
+	// revokeAttempt bounds one attempt of a revoke. Attempts go over the
+	// client's balanced connection, so a retry usually takes another path.
+	revokeAttempt = time.Second
 )
 
 // Session is one etcd lease kept alive by etcdlock; every lock a session
@@ -40,6 +44,10 @@ type Session struct {
 	reaper   *reaper         // has its own lock
 	ctx      context.Context // canceled with the loss cause, by expire
 	cancel   context.CancelCauseFunc
+	// revoking bounds the revoke of a lost session's lease (see expire):
+	// it ends when the client closes, or stopRevoking is called (by Close).
+	revoking     context.Context
+	stopRevoking context.CancelFunc
 	closing  chan struct{}  // closed when Close is first called (Election.Run watches it)
 	wg       sync.WaitGroup // every goroutine the session and its grants start (goRun)
 
@@ -116,6 +124,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
 	s.reaper.s = s
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.revoking, s.stopRevoking = context.WithCancel(cli.Ctx())
 	s.closing = make(chan struct{})
 	valid := sentAt.Add(ttl - s.margin())
 	s.validMono, s.validWall = valid, valid.Round(0)
@@ -242,8 +251,9 @@ func (s *Session) expire(cause error, reason string) {
 		s.expiry.Stop()
 	}
 	// A session lost by its own clock may still have a live lease (and a
-	// keepalive may have slipped out as it was lost): revoke it, best
-	// effort, so its keys do not outlive the loss by another TTL.
+	// keepalive may have slipped out as it was lost): revoke it, so that
+	// its keys do not outlive the loss. Nothing else would end the lease
+	// soon: each new etcd leader re-arms every lease for a whole TTL.
 	revoke := cause == ErrSessionExpired && !s.leaseGoneSeen && s.cli.Ctx().Err() == nil
 	if revoke {
 		s.wg.Add(1)
@@ -253,10 +263,11 @@ func (s *Session) expire(cause error, reason string) {
 	if revoke {
 		go func() {
 			defer s.wg.Done()
-			// Best effort and short: the path to etcd is likely broken.
-			ctx, cancel := context.WithTimeout(context.Background(), min(s.revokeBound(), time.Second))
-			defer cancel()
-			_, _ = s.cli.Revoke(ctx, s.lease)
+			// Retried until the server answers: the path to etcd that lost
+			// the session is likely broken, others may not be.
+			if err := s.revokeLease(s.revoking); err != nil {
+				s.log.Warn("cannot revoke the lost session's lease; its keys go when it expires", zap.Error(err))
+			}
 		}()
 	}
 	s.detach()
@@ -285,16 +296,26 @@ func (closedCause) Is(target error) bool {
 	return target == ErrSessionClosed || target == ErrSessionExpired
 }
 
-// revoke revokes the lease, bounded by min(TTL, 5s). A lease the server no
-// longer knows counts as revoked.
-func (s *Session) revoke() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
-	defer cancel()
-	_, err := s.cli.Revoke(ctx, s.lease)
-	if err != nil && !isLeaseNotFound(err) {
-		return err
+// revokeLease revokes the session's lease, retrying until the server
+// answers or ctx ends; each attempt is bounded by revokeAttempt. A lease the
+// server no longer knows counts as revoked. It returns nil once the lease is
+// gone, else the error of the last attempt (with ctx's when ctx ended).
+func (s *Session) revokeLease(ctx context.Context) error {
+	b := newBackoff(requestFloor, requestCeil)
+	for {
+		actx, cancel := context.WithTimeout(ctx, revokeAttempt)
+		_, err := s.cli.Revoke(actx, s.lease)
+		cancel()
+		switch classify(err) {
+		case applied, leaseGone:
+			return nil
+		case refused:
+			return err
+		}
+		if !b.wait(ctx) {
+			return errors.Join(ctxErr(ctx, ctx.Err()), err)
+		}
 	}
-	return nil
 }
 
 // markLeaseGone records that the server reported the lease gone, and ends
@@ -377,10 +398,13 @@ func (s *Session) goRun(f func()) bool {
 
 // Close stops the keepalives, cancels every grant's context (cause
 // ErrSessionClosed unless the session was lost before) and revokes the lease,
-// which frees every grant of the session at once; the revoke is bounded by
-// min(TTL, 5s). It waits for every goroutine of the session. It returns nil,
-// or the revoke's error if the lease may still be alive (its keys then free
-// within the TTL). Later calls return the first call's result.
+// which frees every grant of the session at once; the revoke is retried for
+// at most min(TTL, 5s). It waits for every goroutine of the session. It
+// returns nil, or the revoke's error if the lease may still be alive (its
+// keys then free within the TTL). A session lost before had its revoke
+// started at the loss: Close waits for it, again for at most min(TTL, 5s),
+// and returns nil (a revoke that does not finish is logged). Later calls
+// return the first call's result.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
@@ -390,11 +414,19 @@ func (s *Session) Close() error {
 		gone := s.leaseGoneSeen
 		s.mu.Unlock()
 		if wasLive && !gone && s.cli.Ctx().Err() == nil {
-			if err := s.revoke(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
+			err := s.revokeLease(ctx)
+			cancel()
+			if err != nil {
 				s.closeErr = newError("close session", "", fmt.Errorf("revoke lease %x: %w", int64(s.lease), err))
 			}
 		}
+		// A lost session's revoke (see expire) gets as long as a live
+		// session's.
+		stop := time.AfterFunc(s.revokeBound(), s.stopRevoking)
 		s.wg.Wait()
+		stop.Stop()
+		s.stopRevoking()
 		s.keeper.waitStopped()
 	})
 	return s.closeErr
