@@ -48,8 +48,8 @@ type Session struct {
 	// it ends when the client closes, or stopRevoking is called (by Close).
 	revoking     context.Context
 	stopRevoking context.CancelFunc
-	closing  chan struct{}  // closed when Close is first called (Election.Run watches it)
-	wg       sync.WaitGroup // every goroutine the session and its grants start (goRun)
+	closing      chan struct{}  // closed when Close is first called (Election.Run watches it)
+	wg           sync.WaitGroup // every goroutine the session and its grants start (goRun)
 
 	mu sync.Mutex // guards the fields below
 	// The lifecycle: err is set once, by expire; detached once, by detach.
