@@ -139,6 +139,7 @@ type proc struct {
 	grants    int
 	recent    []string // the last lines of its output, stamped (stallReport)
 	canceling *Cancel  // a bounded Lock that has not returned yet
+	status    string   // its last STATUS line (stallReport)
 }
 
 // pending is an increment whose read was admitted and whose write is not
@@ -201,6 +202,11 @@ type cell struct {
 	planLeft    int   // worker faults of the opening plan not done yet
 	results     []scenarioResult
 	errs        []string
+	// For the stall report: the sessions the workers reported lost, and
+	// the leaders the leader lane saw.
+	lost     map[int64]lostSession
+	leaders  leaderLog
+	statusCh chan struct{} // a STATUS line came
 }
 
 // errorf records a harness error; runCell reports them with t.Errorf.
@@ -231,7 +237,8 @@ func (c *cell) randN(n int) int {
 // a lost watch history, minimum counts not reached) fail t; the report's
 // verdict is left to the caller.
 func runCell(t *testing.T, cfg cellConfig) *cellResult {
-	c := &cell{t: t, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5afe7)), name: "safety/" + cfg.name}
+	c := &cell{t: t, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0x5afe7)), name: "safety/" + cfg.name,
+		lost: map[int64]lostSession{}, statusCh: make(chan struct{}, 64)}
 	c.dir = "etcdlock/" + c.name + "%/"
 	c.prefix = "etcdlock/" + c.name
 	c.counterKey = c.prefix + "#counter"
@@ -312,7 +319,8 @@ func (c *cell) runFaults() time.Duration {
 	if cfg.duration < longDuration {
 		lateUntil = start
 	}
-	lanes.Add(3)
+	lanes.Add(4)
+	go func() { defer lanes.Done(); c.leaderLane(faultCtx) }()
 	go func() { defer lanes.Done(); c.memberLane(faultCtx) }()
 	go func() { defer lanes.Done(); c.linkLane(faultCtx, lateUntil) }()
 	go func() { defer lanes.Done(); c.workerLane(faultCtx, plan) }()

@@ -121,8 +121,8 @@ func leaseOfKey(key string) int64 {
 // n, n < 0 at least -n, 0 any.
 var lineFields = map[string]int{
 	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 4, "GRANT": 4, "READ": -5, "WROTE": 5,
-	"SESSION_LOST": 0, "SESSIONERR": 0, "LEASE_ALIVE": 3, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
-	"CANCELING": 3, "CANCELED": 3,
+	"SESSION_LOST": -3, "SESSIONERR": 0, "LEASE_ALIVE": 3, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
+	"CANCELING": 3, "CANCELED": 3, "STATUS": -3,
 }
 
 // malformed reports a line of an unknown kind or with the wrong number of
@@ -158,6 +158,14 @@ func (c *cell) handle(p *proc, line string) {
 		c.leaseAlives = append(c.leaseAlives, LeaseAlive{Lease: int64(v), At: parseInt(f[2])})
 	case "SESSION_LOST":
 		c.n.sessionsLost++
+		v, _ := strconv.ParseUint(f[1], 16, 64)
+		c.lost[int64(v)] = lostSession{worker: p.id, at: time.Now(), reason: strings.Join(f[2:], " ")}
+	case "STATUS":
+		p.status = strings.Join(f[2:], " ")
+		select {
+		case c.statusCh <- struct{}{}:
+		default:
+		}
 	case "UNLOCK":
 		c.onUnlock(p, f)
 	case "LOCKERR":

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // vizPath says where a failed check writes its visualization:
@@ -97,39 +95,8 @@ const recentLines = 12
 func (c *cell) note(p *proc, line string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p.recent = append(p.recent, fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), line))
+	p.recent = append(p.recent, fmt.Sprintf("%s %s", time.Now().Format(stamp), line))
 	if len(p.recent) > recentLines {
 		p.recent = p.recent[len(p.recent)-recentLines:]
 	}
-}
-
-// stallReport says where each worker is and what the queue holds, for a
-// cell that did not reach its minimum counts.
-func (c *cell) stallReport(start time.Time) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "cell started %s; now %s\n", start.Format("15:04:05.000"), time.Now().Format("15:04:05.000"))
-	c.mu.Lock()
-	for _, p := range c.procs {
-		if p.exited {
-			continue
-		}
-		fmt.Fprintf(&b, "worker %d: steady=%v paused=%v busy=%v pending=%v lease=%x grants=%d armTargeted=%v armCS=%v scenario=%v\n",
-			p.id, p.steady, p.paused, p.busy, p.pend != nil, p.lease, p.grants, c.armTargeted, c.armCS, c.scen != nil)
-		for _, l := range p.recent {
-			fmt.Fprintf(&b, "    %s\n", l)
-		}
-	}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := c.cli.Get(ctx, c.dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		fmt.Fprintf(&b, "queue: %v\n", err)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "queue at revision %d:\n", resp.Header.Revision)
-	for _, kv := range resp.Kvs {
-		fmt.Fprintf(&b, "    %s create=%d mod=%d lease=%x\n", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Lease)
-	}
-	return b.String()
 }

@@ -9,7 +9,7 @@ package safety
 // same clock in every process):
 //
 //	SESSION <lease hex>                    a new session
-//	SESSION_LOST <lease hex> <cause>        the session was found lost
+//	SESSION_LOST <lease hex> <reason>       a session was lost (its Observer; Run's too)
 //	LEASE_ALIVE <lease hex> <t>             TimeToLive sent at t found the lease alive (before a Close)
 //	ENQ <t>                                 Lock (Campaign) called
 //	GRANT <token> <key> <t>                 Lock returned (lead called)
@@ -22,11 +22,13 @@ package safety
 //	WROTE <token> <call> <return> ok|stale|unknown|skipped
 //	UNLOCK <token> <t>                      about to call Unlock (lead about to return)
 //	UNLOCKED <token> ok|<error>
+//	STATUS <t> <state> <frames>             where its main goroutine is (asked by STATUS)
 //
 // The harness answers every ABOUT_TO_WRITE with one "GO" line, possibly after
 // it has stopped the worker (a pause inside the critical section that cannot
 // race with the write). When stdin closes, the worker finishes what it is
-// doing, closes its session and exits 0.
+// doing, closes its session and exits 0. The library's log goes to stderr
+// (see workerreport_test.go).
 
 import (
 	"bufio"
@@ -125,7 +127,9 @@ func runWorker(role string) int {
 	defer cancel()
 	w := &worker{ctx: ctx, cancel: cancel, cli: cli, name: os.Getenv(envName), id: os.Getenv(envID),
 		ttl: ttl, goCh: make(chan struct{}, 4), out: bufio.NewWriter(os.Stdout),
-		opts: []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithIdentity(os.Getenv(envID))}}
+		opts: []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithIdentity(os.Getenv(envID)),
+			etcdlock.WithLogger(workerLogger())}}
+	w.opts = append(w.opts, etcdlock.WithObserver(reporter{w: w}))
 	w.cancels.w = w
 	if v := os.Getenv(envRotate); v != "" {
 		if w.rotate, err = time.ParseDuration(v); err != nil {
@@ -203,9 +207,9 @@ func workerClientConfig(endpoints []string, role string) clientv3.Config {
 	}
 }
 
-// readStdin turns "GO" lines into goCh sends and "CANCEL D" lines into a
-// bound D on the Lock in progress or the next (see lockCanceler); end of
-// input ends the worker.
+// readStdin turns "GO" lines into goCh sends, "CANCEL D" lines into a
+// bound D on the Lock in progress or the next (see lockCanceler) and
+// "STATUS" into a STATUS line; end of input ends the worker.
 func (w *worker) readStdin() {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -217,6 +221,8 @@ func (w *worker) readStdin() {
 			if d, err := time.ParseDuration(f[1]); err == nil {
 				w.cancels.request(d)
 			}
+		case len(f) == 1 && f[0] == "STATUS":
+			w.sayStatus()
 		}
 	}
 	w.cancel()
@@ -244,8 +250,7 @@ func (w *worker) session() *etcdlock.Session {
 	if w.sess != nil && w.sess.Err() == nil {
 		return w.sess
 	}
-	if w.sess != nil {
-		w.say("SESSION_LOST %x %s", int64(w.sess.Lease()), oneLine(w.sess.Err()))
+	if w.sess != nil { // lost (its Observer said SESSION_LOST)
 		_ = w.sess.Close()
 		w.sess = nil
 	}
