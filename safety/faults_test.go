@@ -50,7 +50,11 @@ func (c *cell) memberLane(ctx context.Context) {
 		// Every new etcd leader re-arms every lease for TTL + an election
 		// timeout: with leader changes every few seconds no lease would
 		// ever expire (and a dead holder would keep its lock). After a
-		// leader change, give leases time to run out.
+		// leader change, give leases time to run out: the leases of the
+		// workers that faults stop and kill, which have the cell's TTL.
+		// A steady worker is never stopped or killed, and the library
+		// revokes a session it lost (retrying until etcd answers), so no
+		// steady lease needs to run out for the queue to move.
 		c.members.RLock()
 		before := c.c.Leader()
 		switch b.next() {
