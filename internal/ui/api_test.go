@@ -272,7 +272,12 @@ func TestPagesShareOneWatch(t *testing.T) {
 	cli := newClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
-	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded })
+	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded && l.Names == 0 })
+	// The server opens its watch after its first read: a lock taken after
+	// that read shows on the page only through the watch, so the watch is
+	// open before the counting starts.
+	lock(t, cli, p+"warm", "carol")
+	waitLocks(t, hs, "", "a lock seen through the watch", func(l locksJSON) bool { return l.Names == 1 })
 	m := cluster.Members()[0]
 	watches, reads := m.Calls("/etcdserverpb.Watch/Watch"), m.Calls("/etcdserverpb.KV/Range")
 	var streams []*sse
