@@ -148,23 +148,33 @@ func (l *Leadership) Guard() clientv3.Cmp { return l.g.Guard() }
 func (l *Leadership) Context() context.Context { return l.g.Context() }
 
 // Proclaim changes the leader's value without a new election. It is guarded
-// by the leader key's create revision: it returns an error wrapping
-// ErrNotHeld (and the loss cause) and changes nothing when this candidacy no
-// longer leads, and ctx's error when ctx ends first.
+// by the leader key's create revision, and its requests end when the term
+// ends (Context): it returns an error wrapping ErrNotHeld and the loss cause,
+// and changes nothing, when this candidacy no longer leads or stops leading
+// before etcd answers (a write in flight then may still be applied, but only
+// while the term is current); and ctx's error when ctx ends first.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	w := l.g.w
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
+	tctx, release := l.g.underGrant(ctx)
+	defer release()
+	fail := func(err error) error {
+		if nh := l.g.notHeld(); nh != nil {
+			return w.q.opError("proclaim", nh)
+		}
+		return w.q.opError("proclaim", ctxErr(ctx, err))
+	}
 	for {
-		if w.ctx.Err() != nil {
-			return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(w.ctx)))
+		if nh := l.g.notHeld(); nh != nil {
+			return w.q.opError("proclaim", nh)
 		}
 		if l.mod == 0 {
 			// A Proclaim of unknown outcome may still be applied: learn
 			// where the key is; the compare below then refuses that write.
-			resp, err := w.q.s.cli.Get(ctx, w.key, clientv3.WithKeysOnly())
+			resp, err := w.q.s.cli.Get(tctx, w.key, clientv3.WithKeysOnly())
 			if err != nil {
-				return w.q.opError("proclaim", ctxErr(ctx, err))
+				return fail(err)
 			}
 			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != w.rev {
 				return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, w.lost()))
@@ -174,7 +184,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		// Guarded by the term (create revision) and by the last write of
 		// this process (mod revision): a late copy of an earlier Proclaim
 		// can never overwrite a later value.
-		resp, err := w.q.s.cli.Txn(ctx).
+		resp, err := w.q.s.cli.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", l.mod)).
 			Then(clientv3.OpPut(w.key, w.q.s.value(value, w.sk.at), clientv3.WithLease(w.q.s.lease))).
@@ -191,7 +201,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 			return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, w.q.s.leaseLost()))
 		}
 		l.mod = 0 // it may still be applied
-		return w.q.opError("proclaim", ctxErr(ctx, err))
+		return fail(err)
 	}
 }
 

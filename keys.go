@@ -173,6 +173,16 @@ func kindOfTag(tag string) (kind, mode string) {
 	return "unknown", ""
 }
 
+// exclusiveTag reports whether a grant of tag has one holder at a time: a
+// mutex, an election, a writer or a semaphore of one.
+func exclusiveTag(tag string) bool {
+	switch tag {
+	case tagMutex, tagElection, tagWriter, "s1":
+		return true
+	}
+	return false
+}
+
 // tagsCompatible reports whether keys with tags a and b may share a queue.
 func tagsCompatible(a, b string) bool {
 	if a == b {

@@ -88,6 +88,28 @@ func (l *Lock) Context() context.Context {
 	return l.w.ctx
 }
 
+// underGrant returns a child of ctx that also ends when the grant ends (its
+// cause then the grant's), for a request whose answer counts only while the
+// grant is current, and the function that releases it.
+func (l *Lock) underGrant(ctx context.Context) (context.Context, func()) {
+	gctx := l.Context()
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(gctx, func() { cancel(context.Cause(gctx)) })
+	return c, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// notHeld returns nil while the grant is current, else an error wrapping
+// ErrNotHeld and why the grant ended.
+func (l *Lock) notHeld() error {
+	if l.w.ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrNotHeld, context.Cause(l.w.ctx))
+}
+
 // Guard returns a comparison that holds inside an etcd Txn only while this
 // grant is current (its key exists with its create revision), so a write can
 // be made conditional on still holding the lock.

@@ -6,7 +6,6 @@ package etcdlock
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -31,22 +30,31 @@ type onceRecord struct {
 // Done reports whether the completion record of the lock's name already
 // holds id or an id that sorts after it (byte order), that is, whether a run
 // of id, or of a later id, completed. Ids must therefore sort in the order
-// of the runs: ISO dates such as 2026-12-02, or zero-padded counters. It
-// returns an error wrapping ErrInvalidArgument for an empty id or a record
-// that etcdlock did not write, and the read's error (wrapping ctx's)
-// otherwise. The read is linearizable: under the grant, no later holder can
-// have recorded anything yet, and every earlier holder's record is seen.
-// Done does not use the grant itself; it is only meaningful while holding.
+// of the runs: ISO dates such as 2026-12-02, or zero-padded counters. The
+// read is linearizable: under the grant, no later holder can have recorded
+// anything yet, and every earlier holder's record is seen. So its answer
+// counts only while the grant is current: the read ends when the grant ends
+// (Context), and an answer that comes after the grant ended is not
+// returned. Done returns an error wrapping ErrNotHeld and the loss cause when
+// the grant ended before the answer; ErrInvalidArgument for an empty id, for
+// a shared grant (a Semaphore of more than one, an RWMutex reader: its
+// holders run at once, so nothing of theirs can run once) and for a record
+// that etcdlock did not write; and the read's error (wrapping ctx's)
+// otherwise.
 func (l *Lock) Done(ctx context.Context, id string) (bool, error) {
 	q := l.w.q
-	if id == "" {
-		return false, q.opError("done", fmt.Errorf("%w: empty run id", ErrInvalidArgument))
+	if err := l.onceArgs(id); err != nil {
+		return false, q.opError("done", err)
 	}
-	resp, err := q.s.cli.Get(ctx, onceKey(q.name))
-	if err != nil {
+	gctx, release := l.underGrant(ctx)
+	defer release()
+	resp, err := q.s.cli.Get(gctx, onceKey(q.name))
+	switch nh := l.notHeld(); {
+	case nh != nil:
+		return false, q.opError("done", nh)
+	case err != nil:
 		return false, q.opError("done", ctxErr(ctx, err))
-	}
-	if len(resp.Kvs) == 0 {
+	case len(resp.Kvs) == 0:
 		return false, nil
 	}
 	var rec onceRecord
@@ -57,37 +65,52 @@ func (l *Lock) Done(ctx context.Context, id string) (bool, error) {
 	return rec.ID >= id, nil
 }
 
+// onceArgs checks the arguments of Done and MarkDone: a run id, and a grant
+// that only one holder has at a time.
+func (l *Lock) onceArgs(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty run id", ErrInvalidArgument)
+	case !exclusiveTag(l.w.q.tag):
+		kind, mode := kindOfTag(l.w.q.tag)
+		return fmt.Errorf("%w: a shared grant (%s %s) cannot run once: its holders run at once", ErrInvalidArgument, kind, mode)
+	}
+	return nil
+}
+
 // MarkDone records id as the last completed run of the lock's name,
 // guarded by the grant: the write is applied only while this grant is
 // current, so a holder that lost the lock (its lease expired while it was
 // paused, or it was broken) records nothing, and the next holder's Done
-// sees every record made before it was granted. It returns nil once
-// recorded; an error wrapping ErrNotHeld (and the loss cause, when known)
-// if the grant had ended; ErrInvalidArgument for an empty id; and the
+// sees every record made before it was granted. The write ends when the
+// grant ends (Context), as Done's read does. MarkDone returns nil once
+// recorded; an error wrapping ErrNotHeld and the loss cause if the grant had
+// ended (if the write was in flight then, it may have been applied, but
+// only while the grant was current); ErrInvalidArgument as Done; and the
 // write's error (wrapping ctx's) otherwise, after which the record may or
 // may not have been written (only ever by this grant).
 func (l *Lock) MarkDone(ctx context.Context, id string) error {
 	q := l.w.q
-	if id == "" {
-		return q.opError("mark done", fmt.Errorf("%w: empty run id", ErrInvalidArgument))
+	if err := l.onceArgs(id); err != nil {
+		return q.opError("mark done", err)
 	}
 	rec, err := json.Marshal(onceRecord{V: 1, ID: id, Token: l.Token(), Identity: q.s.identity,
 		At: time.Now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		return q.opError("mark done", err)
 	}
-	resp, err := q.s.cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpPut(onceKey(q.name), string(rec))).Commit()
-	if err != nil {
-		return q.opError("mark done", ctxErr(ctx, err))
+	gctx, release := l.underGrant(ctx)
+	defer release()
+	resp, err := q.s.cli.Txn(gctx).If(l.Guard()).Then(clientv3.OpPut(onceKey(q.name), string(rec))).Commit()
+	switch nh := l.notHeld(); {
+	case err == nil && resp.Succeeded:
+		return nil
+	case nh != nil:
+		return q.opError("mark done", nh)
+	case err == nil: // refused: the grant was not current when etcd applied it
+		return q.opError("mark done", ErrNotHeld)
 	}
-	if !resp.Succeeded {
-		lost := ErrNotHeld
-		if cause := context.Cause(l.w.ctx); cause != nil && !errors.Is(cause, ErrReleased) {
-			lost = fmt.Errorf("%w: %w", ErrNotHeld, cause)
-		}
-		return q.opError("mark done", lost)
-	}
-	return nil
+	return q.opError("mark done", ctxErr(ctx, err))
 }
 
 // RunOnce runs fn at most once per id among the runs that complete. It
@@ -143,6 +166,8 @@ func runOnce(ctx context.Context, name, id string, fn func(context.Context, *Loc
 			err = uerr
 		}
 	}()
+	// Done answers only while the grant is current: fn never starts on a
+	// grant this process knows lost.
 	done, err := l.Done(ctx, id)
 	switch {
 	case err != nil:
