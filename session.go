@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,9 +14,6 @@ const (
 	defaultTTL = 10 * time.Second
 	maxTTL     = 24 * time.Hour
 	maxRevoke  = 5 * time.Second
-	// revokeAttempt bounds one attempt of a revoke. Attempts go over the
-	// client's balanced connection, so a retry usually takes another path.
-	revokeAttempt = time.Second
 )
 
 // Session is one etcd lease kept alive by etcdlock; every lock a session
@@ -105,21 +101,20 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		return nil, newError("new session", "", fmt.Errorf("client closed: %w", ErrSessionExpired))
 	}
 	secs := int64((o.ttl + time.Second - 1) / time.Second)
-	sentAt := time.Now()
-	resp, err := cli.Grant(ctx, secs)
+	g, err := grantLease(ctx, cli, secs)
 	if err != nil {
 		return nil, newError("new session", "", fmt.Errorf("grant lease: %w", ctxErr(ctx, err)))
 	}
-	ttl := time.Duration(resp.TTL) * time.Second
+	ttl, sentAt := g.ttl, g.sentAt
 	s := &Session{
 		cli:      cli,
-		lease:    resp.ID,
+		lease:    g.id,
 		ttl:      ttl,
 		identity: o.identity,
 		opts:     o,
 		tune:     defaultTuning(),
 		reaper:   &reaper{},
-		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID))), zap.String("identity", o.identity)),
+		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(g.id))), zap.String("identity", o.identity)),
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
 	s.reaper.s = s
@@ -294,28 +289,6 @@ type closedCause struct{}
 func (closedCause) Error() string { return ErrSessionClosed.Error() }
 func (closedCause) Is(target error) bool {
 	return target == ErrSessionClosed || target == ErrSessionExpired
-}
-
-// revokeLease revokes the session's lease, retrying until the server
-// answers or ctx ends; each attempt is bounded by revokeAttempt. A lease the
-// server no longer knows counts as revoked. It returns nil once the lease is
-// gone, else the error of the last attempt (with ctx's when ctx ended).
-func (s *Session) revokeLease(ctx context.Context) error {
-	b := newBackoff(requestFloor, requestCeil)
-	for {
-		actx, cancel := context.WithTimeout(ctx, revokeAttempt)
-		_, err := s.cli.Revoke(actx, s.lease)
-		cancel()
-		switch classify(err) {
-		case applied, leaseGone:
-			return nil
-		case refused:
-			return err
-		}
-		if !b.wait(ctx) {
-			return errors.Join(ctxErr(ctx, ctx.Err()), err)
-		}
-	}
 }
 
 // markLeaseGone records that the server reported the lease gone, and ends
