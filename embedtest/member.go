@@ -197,7 +197,9 @@ func (m *Member) kill() error {
 	if e == nil {
 		return fmt.Errorf("embedtest: kill %s: %w", m.name, ErrNotRunning)
 	}
+	m.calls.killing.Store(true) // before the count: see killedUnder
 	m.calls.kills.Add(1)
+	defer m.calls.killing.Store(false)
 	m.clientProxy.setTarget("")
 	m.peerProxy.setTarget("")
 	// The member's own outgoing raft traffic (pipeline requests to the
@@ -366,6 +368,7 @@ func (m *Member) start(state string) error {
 // callCounter counts gRPC requests by full method name.
 type callCounter struct {
 	kills    atomic.Int64 // Kill calls of the member
+	killing  atomic.Bool  // a Kill is stopping the member
 	total    atomic.Int64
 	mu       sync.RWMutex
 	byMethod map[string]*atomic.Int64
@@ -407,10 +410,14 @@ func (cc *callCounter) get(method string) int64 {
 // killedUnder turns a panic of a request the member's Kill overtook into
 // an Unavailable error: Kill closes the member's storage under the requests
 // still running (etcd's own handlers, for example Status, then dereference
-// a closed bolt transaction). Other panics go on. kills is cc.kills when
-// the request started.
-func (cc *callCounter) killedUnder(kills int64, err *error) {
-	if cc.kills.Load() == kills {
+// a closed bolt transaction: etcd-io/etcd#22189). A request overtaken is one
+// that a Kill began after, or that began while a Kill was stopping the
+// member (bytes already received when Kill closed the connections; its
+// handler may run on after Kill returned). Other panics go on. kills and
+// killing are cc's when the request started (Kill sets killing before it
+// counts, so no start falls between the two).
+func (cc *callCounter) killedUnder(kills int64, killing bool, err *error) {
+	if cc.kills.Load() == kills && !killing && !cc.killing.Load() {
 		return
 	}
 	if r := recover(); r != nil {
@@ -420,12 +427,12 @@ func (cc *callCounter) killedUnder(kills int64, err *error) {
 
 func (cc *callCounter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	cc.add(info.FullMethod)
-	defer cc.killedUnder(cc.kills.Load(), &err)
+	defer cc.killedUnder(cc.kills.Load(), cc.killing.Load(), &err)
 	return handler(ctx, req)
 }
 
 func (cc *callCounter) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	defer cc.killedUnder(cc.kills.Load(), &err)
+	defer cc.killedUnder(cc.kills.Load(), cc.killing.Load(), &err)
 	return handler(srv, &countingStream{ServerStream: ss, cc: cc, method: info.FullMethod})
 }
 
