@@ -16,7 +16,8 @@ import (
 // lease is left alone, so its other locks stay held; its Lock.Context ends
 // with ErrLockLost once it sees the deletion, and until then it may still
 // act, which only fencing at the resource guards against. The next waiter
-// is granted as after an Unlock.
+// is granted as after an Unlock. The same transaction writes the name's end
+// marker (see End), so a watcher sees the deletion as a break.
 //
 // Break returns nil once that key is deleted. It returns an error wrapping
 // ErrNotHeld when no current holder of name has that token (it released,
@@ -51,7 +52,7 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 	}
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
-		Then(clientv3.OpDelete(key)).
+		Then(clientv3.OpDelete(key), endOp(key, int64(token), EndBroken, "", clientv3.NoLease)).
 		Commit()
 	if err != nil {
 		return newError("break", name, ctxErr(ctx, err))

@@ -127,11 +127,17 @@ func (q queue) drop(sk slotKey) {
 }
 
 // free releases the waiter's slot once its key is gone.
-func (w *waiter) free() { w.freeOnce.Do(func() { w.q.gone(w.sk) }) }
+func (w *waiter) free() {
+	w.freeOnce.Do(func() {
+		w.q.s.untrack(w)
+		w.q.gone(w.sk)
+	})
+}
 
 func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
 	w := &waiter{q: q, sk: sk, key: sk.key, rev: rev}
 	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)
+	q.s.track(w)
 	return w
 }
 

@@ -61,6 +61,7 @@ type Session struct {
 	// Written by acquisitions and releases of the session's grants.
 	slots    map[string][]bool // slots.go
 	barriers map[string]int64  // queue dir -> the barrier's mod revision (barrier.go)
+	waiters  map[*waiter]bool  // every key of known create revision not yet gone (releaseAll)
 
 	// Written by the first Close.
 	closeOnce sync.Once
@@ -370,8 +371,10 @@ func (s *Session) goRun(f func()) bool {
 }
 
 // Close stops the keepalives, cancels every grant's context (cause
-// ErrSessionClosed unless the session was lost before) and revokes the lease,
-// which frees every grant of the session at once; the revoke is retried for
+// ErrSessionClosed unless the session was lost before), deletes the keys of
+// its grants and waits as Unlock does (guarded, with the name's end marker,
+// so a watcher sees them released, not expired; at most min(TTL, 5s)), and
+// revokes the lease, which frees whatever is left; the revoke is retried for
 // at most min(TTL, 5s). It waits for every goroutine of the session. It
 // returns nil, or the revoke's error if the lease may still be alive (its
 // keys then free within the TTL). A session lost before had its revoke
@@ -388,6 +391,9 @@ func (s *Session) Close() error {
 		s.mu.Unlock()
 		if wasLive && !gone && s.cli.Ctx().Err() == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
+			s.releaseAll(ctx)
+			cancel()
+			ctx, cancel = context.WithTimeout(context.Background(), s.revokeBound())
 			err := s.revokeLease(ctx)
 			cancel()
 			if err != nil {
@@ -403,6 +409,51 @@ func (s *Session) Close() error {
 		s.keeper.waitStopped()
 	})
 	return s.closeErr
+}
+
+// closeReleases bounds how many keys Close deletes at once.
+const closeReleases = 256
+
+// track notes w's key until free untracks it.
+func (s *Session) track(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiters == nil {
+		s.waiters = map[*waiter]bool{}
+	}
+	s.waiters[w] = true
+}
+
+func (s *Session) untrack(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiters, w)
+}
+
+// releaseAll sends one guarded delete, with its end marker, of every key
+// the session still has (closeReleases at a time; the batcher groups them)
+// and waits for the answers or ctx. A key it does not delete goes with the
+// lease.
+func (s *Session) releaseAll(ctx context.Context) {
+	s.mu.Lock()
+	ws := make([]*waiter, 0, len(s.waiters))
+	for w := range s.waiters {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	slots := make(chan struct{}, closeReleases)
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if _, err := w.deleteKey(ctx, false); err != nil {
+				s.log.Debug("close: delete failed; the key goes with the lease", zap.String("key", w.key), zap.Error(err))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // ctxErr prefers ctx's error (with its cause) when ctx has ended.

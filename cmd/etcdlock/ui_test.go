@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock"
 )
 
 // TestUI: etcdlock ui serves the page and its API for the prefix on the
@@ -91,5 +93,85 @@ func waitStderr(t *testing.T, p *proc, re *regexp.Regexp) string {
 			t.Fatalf("no %v on stderr: %s", re, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUITimelineTellsHowGrantsEnded: the page's timeline says what happened
+// to each grant, told by real processes: a run whose command exits 0 is
+// "released" (before, its session's revoke raced the page's lease lookup
+// and it showed "expired"), a run SIGKILLed while holding is "expired" once
+// its lease runs out, and a break --force is "broken" (the page did not
+// break it).
+func TestUITimelineTellsHowGrantsEnded(t *testing.T) {
+	cli := newClient(t)
+	base := uniqueName(t)
+	ui := start(t, "ui", "--listen", "127.0.0.1:0", "--prefix", base)
+	url := waitStderr(t, ui, regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/`))
+	t.Cleanup(func() { ui.signal(syscall.SIGINT); ui.wait() })
+	waitTimeline(t, url, "the page's first read", func([]timelineEvent) bool { return true })
+
+	// A job that finishes.
+	if code, _, stderr := run(t, "run", base+"/done", "--", "true"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	// A holder killed with SIGKILL: its lease runs out.
+	killed := start(t, "run", "--ttl", "2", base+"/killed", "--", "sleep", "60")
+	st := waitState(t, cli, base+"/killed", "the run holding", func(st *etcdlock.LockState) bool { return st.Holder != nil })
+	killedToken := int64(st.Holder.Token)
+	killed.signal(syscall.SIGKILL)
+	killed.wait()
+	// A holder broken by an operator.
+	_, l := hold(t, cli, base+"/broken", "holder")
+	if code, _, stderr := run(t, "break", base+"/broken", "--force"); code != 0 {
+		t.Fatalf("break: exit %d: %s", code, stderr)
+	}
+
+	want := map[string]string{base + "/done": "released", base + "/broken": "broken"}
+	evs := waitTimeline(t, url, "the three ends", func(evs []timelineEvent) bool {
+		n := 0
+		for _, e := range evs {
+			if e.Kind == "expired" && e.Name == base+"/killed" && e.Token == killedToken || want[e.Name] == e.Kind {
+				n++
+			}
+		}
+		return n == 3
+	})
+	for _, e := range evs {
+		switch {
+		case e.Name == base+"/broken" && e.Token == int64(l.Token()) && e.Kind != "granted" && e.Kind != "broken",
+			e.Name == base+"/done" && e.Kind != "granted" && e.Kind != "released",
+			e.Name == base+"/killed" && e.Kind != "granted" && e.Kind != "expired":
+			t.Errorf("timeline: %+v", e)
+		}
+	}
+}
+
+// timelineEvent is an event of the page's /api/timeline.
+type timelineEvent struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Token int64  `json:"token"`
+}
+
+// waitTimeline polls the page's timeline until cond holds.
+func waitTimeline(t *testing.T, url, what string, cond func([]timelineEvent) bool) []timelineEvent {
+	t.Helper()
+	deadline := time.Now().Add(long)
+	for {
+		var tl struct {
+			Events []timelineEvent `json:"events"`
+		}
+		resp, err := http.Get(url + "api/timeline")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&tl)
+			resp.Body.Close()
+		}
+		if err == nil && cond(tl.Events) {
+			return tl.Events
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s on the timeline: %+v (%v)", what, tl.Events, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

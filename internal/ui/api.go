@@ -227,18 +227,9 @@ func (s *Server) handleBreak(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "%q is outside this page's prefix %q", req.Name, s.cfg.Prefix)
 		return
 	}
-	bk := breakKey(req.Name, req.Token)
-	s.mu.Lock()
-	s.broken[bk] = true
-	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	err := etcdlock.Break(ctx, s.cli, req.Name, etcdlock.Token(req.Token))
-	if err != nil {
-		s.mu.Lock()
-		delete(s.broken, bk)
-		s.mu.Unlock()
-	}
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{"broken": true, "name": req.Name, "token": req.Token})

@@ -56,7 +56,6 @@ type Server struct {
 	loaded  bool
 	readErr error           // the last failure to read or watch the prefix; nil while all is well
 	pending []event         // events behind a deletion that classifyPending has not named yet
-	broken  map[string]bool // breakKey of grants this page broke, until their deletion is seen
 	dirty   bool            // the view changed since the last "change" message
 	sent    int64           // the first timeline event not yet streamed
 }
@@ -76,7 +75,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		log = zap.NewNop()
 	}
 	return &Server{cli: cli, cfg: cfg, keyPrefix: etcdlock.NamespacePrefix(cfg.Prefix), log: log,
-		hub: newHub(), ttls: newTTLCache(cli), v: newView(), broken: map[string]bool{}}, nil
+		hub: newHub(), ttls: newTTLCache(cli), v: newView()}, nil
 }
 
 // Run keeps the view current until ctx ends, then ends every event stream
@@ -178,6 +177,12 @@ func (s *Server) watch(ctx context.Context, from int64) error {
 func (s *Server) apply(evs []*mvccpb.Event) {
 	now := time.Now()
 	rev := evs[len(evs)-1].Kv.ModRevision
+	ends := map[string]string{} // endKey -> how, from the end markers written with the deletions
+	for _, e := range evs {
+		if end, ok := etcdlock.EndOf(e.Kv); ok && e.Type == mvccpb.PUT {
+			ends[endKey(end.Name, int64(end.Token))] = end.How
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.v.apply(s.cfg.Prefix, evs, rev) {
@@ -185,9 +190,10 @@ func (s *Server) apply(evs []*mvccpb.Event) {
 			switch {
 			case ev.Kind == kindGranted:
 				s.ch.grant(now, s.v.nwait)
-			case ev.Kind == kindEnded && s.broken[breakKey(ev.Name, ev.Token)]:
-				delete(s.broken, breakKey(ev.Name, ev.Token))
-				classify(&ev, false, true, true)
+			case ev.Kind == kindEnded:
+				if how, ok := ends[endKey(ev.Name, ev.Token)]; ok {
+					classify(&ev, how, false, false)
+				}
 			}
 			// Events wait behind a deletion that is being named, so that
 			// the timeline keeps etcd's order.
@@ -201,7 +207,8 @@ func (s *Server) apply(evs []*mvccpb.Event) {
 	s.dirty = true
 }
 
-func breakKey(name string, token int64) string { return fmt.Sprintf("%d %s", token, name) }
+// endKey identifies a key of a name by its token (unique in the name).
+func endKey(name string, token int64) string { return fmt.Sprintf("%d %s", token, name) }
 
 // classifyPending names the deletions seen since the last call: whether
 // each key's lease lived on decides released (or left) against expired.
@@ -224,7 +231,7 @@ func (s *Server) classifyPending(ctx context.Context) {
 	defer s.mu.Unlock()
 	for _, ev := range pend {
 		if ev.Kind == kindEnded {
-			classify(&ev, live[ev.lease], known, false)
+			classify(&ev, "", live[ev.lease], known)
 		}
 		s.tl.add(ev)
 	}

@@ -15,11 +15,11 @@ import (
 const (
 	kindGranted  = "granted"  // a key became a holder
 	kindWaiting  = "waiting"  // a key entered the queue behind a holder
-	kindReleased = "released" // a holder's key was deleted while its lease lived (Unlock, or a break from elsewhere)
-	kindExpired  = "expired"  // a holder's or waiter's key went with its lease (TTL ran out, or the session closed)
-	kindBroken   = "broken"   // this page's Break deleted the holder's key
+	kindReleased = "released" // a holder's session deleted its key (Unlock, Resign, Session.Close)
+	kindExpired  = "expired"  // a holder's or waiter's key went with its lease (TTL ran out, or it was revoked)
+	kindBroken   = "broken"   // a Break deleted the holder's key (from this page or elsewhere)
 	kindLeft     = "left"     // a waiter's key was deleted before its grant (canceled, timed out)
-	kindEnded    = "ended"    // a key was deleted and its lease could not be asked about
+	kindEnded    = "ended"    // a key was deleted without an end marker, and its lease could not be asked about
 )
 
 // event is one line of the timeline.
@@ -75,13 +75,19 @@ func events(c change, rev int64, now time.Time) []event {
 	return out
 }
 
-// classify names a deletion once it is known whether its lease lived on:
-// live says so, known says the answer is known at all; broken says this
-// page broke the grant.
-func classify(ev *event, live, known, broken bool) {
+// classify names a deletion. how is what the name's end marker written with
+// it says (etcdlock.EndReleased or EndBroken; "" when the deletion wrote
+// none: the key went with its lease, by hand, or by an older etcdlock); then
+// live says whether its lease lived on, and known whether that is known at
+// all.
+func classify(ev *event, how string, live, known bool) {
 	switch {
-	case broken:
+	case how == etcdlock.EndBroken:
 		ev.Kind = kindBroken
+	case how == etcdlock.EndReleased && ev.holder:
+		ev.Kind = kindReleased
+	case how == etcdlock.EndReleased:
+		ev.Kind = kindLeft
 	case !known:
 		ev.Kind = kindEnded
 	case !live:

@@ -45,18 +45,22 @@ func TestEvents(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
-		holder, live, known, broken bool
-		want                        string
+		holder      bool
+		how         string
+		live, known bool
+		want        string
 	}{
-		{true, true, true, false, kindReleased},
-		{false, true, true, false, kindLeft},
-		{true, false, true, false, kindExpired},
-		{false, false, true, false, kindExpired},
-		{true, true, false, false, kindEnded},
-		{true, false, true, true, kindBroken},
+		{true, etcdlock.EndReleased, false, false, kindReleased},
+		{false, etcdlock.EndReleased, false, false, kindLeft},
+		{true, etcdlock.EndBroken, false, false, kindBroken},
+		{true, "", true, true, kindReleased}, // no marker: an older etcdlock, or by hand
+		{false, "", true, true, kindLeft},
+		{true, "", false, true, kindExpired},
+		{false, "", false, true, kindExpired},
+		{true, "", true, false, kindEnded},
 	} {
 		ev := event{Kind: kindEnded, holder: tc.holder}
-		classify(&ev, tc.live, tc.known, tc.broken)
+		classify(&ev, tc.how, tc.live, tc.known)
 		if ev.Kind != tc.want {
 			t.Errorf("%+v: %s, want %s", tc, ev.Kind, tc.want)
 		}
