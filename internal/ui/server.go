@@ -54,10 +54,10 @@ type Server struct {
 	tl      timeline
 	ch      chart
 	loaded  bool
-	readErr error           // the last failure to read or watch the prefix; nil while all is well
-	pending []event         // events behind a deletion that classifyPending has not named yet
-	dirty   bool            // the view changed since the last "change" message
-	sent    int64           // the first timeline event not yet streamed
+	readErr error   // the last failure to read or watch the prefix; nil while all is well
+	pending []event // events behind a deletion that classifyPending has not named yet
+	dirty   bool    // the view changed since the last "change" message
+	sent    int64   // the first timeline event not yet streamed
 }
 
 // New returns a Server for cli and cfg. It fails with an error wrapping
