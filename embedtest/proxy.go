@@ -126,11 +126,21 @@ func (p *proxy) serve() {
 	}
 }
 
+// refuse closes c with a reset, as a host refuses a port nobody listens on
+// (the client reads "connection reset", not an orderly end of stream, which
+// a client takes for a server that closed the connection on purpose).
+func refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
 func (p *proxy) accept(down net.Conn) {
 	p.mu.Lock()
 	if p.closed || p.target == "" {
 		p.mu.Unlock()
-		_ = down.Close()
+		refuse(down)
 		return
 	}
 	target, gen := p.target, p.gen

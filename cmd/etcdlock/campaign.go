@@ -25,7 +25,7 @@ func (a *app) electPrint(o *holdOpts, name, value, output string) error {
 		c := a.campaign(h.s, e, name, value, output)
 		defer c.stop()
 		if o.waitSet {
-			t := time.NewTimer(o.wait)
+			t := time.NewTimer(max(0, time.Until(h.until)))
 			defer t.Stop()
 			c.timeout = t.C
 		}

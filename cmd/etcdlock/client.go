@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -47,7 +49,7 @@ func (a *app) connect(ctx context.Context) (*clientv3.Client, error) {
 	// Before the client: with a user, clientv3.New logs in and would turn
 	// a TLS failure into a timeout.
 	if err := preflight(ctx, eps, cfg.TLS, c.dialTimeout); err != nil {
-		return nil, c.failed(ctx, eps, err)
+		return nil, c.unavailable(err, c.failed(ctx, eps, err))
 	}
 	if c.user != "" {
 		cfg.Username, cfg.Password, err = c.credentials(a.stdin, a.stderr)
@@ -62,9 +64,44 @@ func (a *app) connect(ctx context.Context) (*clientv3.Client, error) {
 	}
 	if err := probe(ctx, cli, eps, c.dialTimeout); err != nil {
 		_ = cli.Close() // the probe's error is the one to report
-		return nil, c.failed(ctx, eps, err)
+		return nil, c.unavailable(err, c.failed(ctx, eps, err))
 	}
 	return cli, nil
+}
+
+// unavailable is a failure to reach a working etcd that run and elect wait
+// out within --wait: no member accepts a connection or answers in time, or
+// those that answer have no leader. Error and Unwrap give the error to
+// report when not waiting.
+type unavailable struct {
+	err    error  // an exitError
+	reason string // what is waited for, for stderr
+}
+
+func (u *unavailable) Error() string { return u.err.Error() }
+func (u *unavailable) Unwrap() error { return u.err }
+
+// errNoLeader: the members that answered have no leader.
+var errNoLeader = errors.New("etcd answered but has no leader (quorum lost?)")
+
+// unavailable returns report, as an *unavailable when cause (connect's or
+// openSession's failure) is one that waiting can end: a refused connection,
+// no answer in time, no leader. An unknown host, TLS, credentials or a
+// server that is not etcd are not.
+func (c *connFlags) unavailable(cause, report error) error {
+	reason := ""
+	switch {
+	case errors.Is(cause, errNoLeader), errors.Is(cause, rpctypes.ErrNoLeader), errors.Is(cause, rpctypes.ErrGRPCNoLeader):
+		reason = errNoLeader.Error()
+	case errors.Is(cause, syscall.ECONNREFUSED):
+		reason = "etcd refuses connections (down?)"
+	case isTimeout(cause), errors.Is(cause, syscall.ECONNRESET), errors.Is(cause, syscall.EHOSTUNREACH),
+		errors.Is(cause, syscall.ENETUNREACH), status.Code(cause) == codes.Unavailable:
+		reason = "etcd does not answer"
+	default:
+		return report
+	}
+	return &unavailable{err: report, reason: reason}
 }
 
 // failed is connect's error for err: ctx's cause if ctx ended (a signal,
@@ -82,6 +119,8 @@ func (c *connFlags) connectError(eps []string, err error) error {
 	at := strings.Join(eps, ",")
 	var answer rpctypes.EtcdError
 	switch code := status.Code(err); {
+	case errors.Is(err, errNoLeader):
+		return exitf(exitUsage, "etcd at %s: %v", at, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return exitf(exitUsage, "cannot reach etcd at %s: no answer within %v (--dial-timeout)", at, c.dialTimeout)
 	case !errors.As(err, &answer) && (code == codes.Unavailable || code == codes.Unknown):
@@ -95,16 +134,26 @@ func (c *connFlags) connectError(eps []string, err error) error {
 }
 
 // probe asks every endpoint for its status at once and returns nil as soon
-// as one answers, else the first endpoint's error once all failed or the
-// timeout passed. Status needs no permission (only a user, under auth), so
-// it also works for users whose role covers only their own lock names.
+// as one answers with a leader; else errNoLeader if one answered without,
+// else the first endpoint's error once all failed or the timeout passed.
+// Status needs no permission (only a user, under auth), so it also works for
+// users whose role covers only their own lock names.
 func probe(ctx context.Context, cli *clientv3.Client, eps []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return firstSuccess(eps, func(ep string) error {
-		_, err := cli.Status(ctx, ep)
+	var noLeader atomic.Bool
+	err := firstSuccess(eps, func(ep string) error {
+		resp, err := cli.Status(ctx, ep)
+		if err == nil && resp.Leader == 0 {
+			noLeader.Store(true)
+			return errNoLeader
+		}
 		return err
 	})
+	if err != nil && noLeader.Load() {
+		return errNoLeader
+	}
+	return err
 }
 
 // firstSuccess runs check on every endpoint at once and returns nil as soon

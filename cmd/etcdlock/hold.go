@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -34,31 +35,88 @@ type held struct {
 	s    *etcdlock.Session
 	sc   *signalCatcher // still catching: a signal cancels sc.ctx until sc.stop
 	sigs <-chan os.Signal
+	// until is when --wait runs out, counted from etcdlock's start (zero
+	// without a positive --wait): reaching etcd is part of the wait.
+	until time.Time
 }
 
 // withSession is the frame of run, elect and observe: it catches signals,
 // connects, opens a session with o and runs body; it closes the session
-// (revoking its lease, so no key is left) and the client after body. A
+// (deleting its keys and revoking its lease) and the client after body. A
 // signal that interrupts the connection or the session's opening ends it
-// with on's error.
+// with on's error. With a positive --wait, an etcd that cannot be reached
+// or has no leader is waited for (see reachEtcd).
 func (a *app) withSession(o *holdOpts, on onSignal, body func(h *held) error) error {
 	sigs, stopNotify := notifySignals()
 	defer stopNotify()
 	sc := catchSignals(sigs)
 	defer sc.stop()
-	cli, err := a.connect(sc.ctx)
+	h := &held{sc: sc, sigs: sigs}
+	if o.waitSet && o.wait > 0 {
+		h.until = time.Now().Add(o.wait)
+	}
+	cli, s, err := a.reachEtcd(sc.ctx, o, h.until)
 	if err != nil {
 		return sc.failure(err, "connecting to etcd", on)
 	}
 	defer cli.Close()
-	s, err := a.openSession(sc.ctx, cli, o)
-	if err != nil {
-		return sc.failure(err, "opening a session", on)
-	}
-	h := &held{cli: cli, s: s, sc: sc, sigs: sigs}
+	h.cli, h.s = cli, s
 	defer func() { a.closeSession(h.s) }() // the last session: requeue may replace it
 	return body(h)
 }
+
+// etcdBackoff bounds the pause between reachEtcd's attempts.
+const (
+	etcdBackoffFloor = 250 * time.Millisecond
+	etcdBackoffCeil  = 5 * time.Second
+)
+
+// reachEtcd connects and opens the session. Until until (zero: not at all)
+// it waits out an etcd that is unavailable (see unavailable: no member
+// accepts a connection or answers in time, or those that answer have no
+// leader), retrying with backoff and saying once on stderr what it waits
+// for (again when that changes); when until passes it fails with exit 124,
+// as a --wait that runs out in the queue does. Any other failure (an
+// unknown host, TLS, credentials, a server that is not etcd) ends it at
+// once, as does ctx (a signal).
+func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*clientv3.Client, *etcdlock.Session, error) {
+	said := ""
+	pause := etcdBackoffFloor
+	for {
+		cli, err := a.connect(ctx)
+		if err == nil {
+			s, serr := a.openSession(ctx, cli, o)
+			if serr == nil {
+				return cli, s, nil
+			}
+			_ = cli.Close()
+			err = serr
+		}
+		var u *unavailable
+		if until.IsZero() || !errors.As(err, &u) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return nil, nil, exitf(exitWaitTimeout, "timed out after %v (--wait) waiting for etcd: %s", o.wait, u.reason)
+		}
+		if u.reason != said {
+			a.logf("%s; waiting for it (--wait %v, %v left)", u.reason, o.wait, left.Round(time.Second))
+			said = u.reason
+		}
+		t := time.NewTimer(min(jitter(pause), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, context.Cause(ctx)
+		case <-t.C:
+		}
+		pause = min(2*pause, etcdBackoffCeil)
+	}
+}
+
+// jitter returns a duration in [d/2, d).
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2) }
 
 // openSession opens the session of run, elect and observe; the grant is
 // bounded by --command-timeout.
@@ -86,7 +144,10 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, cause
 		}
-		return nil, exitf(exitUsage, "cannot open a session: %s", libErr(err))
+		if isTimeout(err) && errors.Is(probe(ctx, cli, cli.Endpoints(), a.conn.dialTimeout), errNoLeader) {
+			err = errNoLeader // the grant waited for a leader that never came
+		}
+		return nil, a.conn.unavailable(err, exitf(exitUsage, "cannot open a session: %s", libErr(err)))
 	}
 	if ms != nil {
 		ms.serve(s, a.logf)
@@ -160,7 +221,7 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 // stops catching signals: from then on they are for the command.
 func (a *app) waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, timedOut bool, err error) {
 	defer h.sc.stop()
-	if canTry && o.waitSet && o.wait > 0 && o.wait < freeGrant {
+	if canTry && o.waitSet && o.wait > 0 && time.Until(h.until) < freeGrant {
 		tctx, cancel := context.WithTimeoutCause(h.sc.ctx, freeGrant, errWaitTimeout)
 		g, err = take(tctx, h.s, true)
 		cancel()
@@ -169,8 +230,8 @@ func (a *app) waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, 
 		}
 	}
 	wctx, cancel := h.sc.ctx, context.CancelFunc(func() {})
-	if o.waitSet && o.wait > 0 {
-		wctx, cancel = context.WithTimeoutCause(h.sc.ctx, o.wait, errWaitTimeout)
+	if !h.until.IsZero() {
+		wctx, cancel = context.WithDeadlineCause(h.sc.ctx, h.until, errWaitTimeout)
 	}
 	defer cancel()
 	for {

@@ -142,7 +142,7 @@ func handshake(ctx context.Context, raw net.Conn, tlsCfg *tls.Config, hostname s
 }
 
 // greet sends the HTTP/2 preface over conn and reads the server's first
-// frame.
+// frame, which must be a SETTINGS frame (type 4).
 func greet(conn net.Conn, secure bool) error {
 	var frame [9]byte
 	_, err := io.WriteString(conn, http2Preface)
@@ -150,8 +150,12 @@ func greet(conn net.Conn, secure bool) error {
 		_, err = io.ReadFull(conn, frame[:])
 	}
 	switch {
-	case err == nil:
+	case err == nil && frame[3] == 0x4:
 		return nil
+	case err == nil && secure:
+		return errors.New("the server does not speak HTTP/2 over TLS: not an etcd member")
+	case err == nil:
+		return fmt.Errorf("the server does not speak HTTP/2 (it answered %q): not an etcd member, or it serves TLS (then give an https:// endpoint and --cacert)", frame[:])
 	case isTimeout(err):
 		return context.DeadlineExceeded // what Status would get too
 	case secure:
