@@ -88,7 +88,7 @@ func deliverLateCreate(t *testing.T, ctx context.Context, cli *clientv3.Client, 
 	t.Helper()
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), lateCopy).
-		Then(clientv3.OpPut(key, s.value("", time.Now()), clientv3.WithLease(s.Lease()))).
+		Then(clientv3.OpPut(key, s.value(slotKey{at: time.Now()}, time.Time{}), clientv3.WithLease(s.Lease()))).
 		Commit()
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestProclaimRefusesLateCopy(t *testing.T) {
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.Key()), "=", int64(l.Token())),
 			clientv3.Compare(clientv3.ModRevision(l.Key()), "=", int64(l.Token()))).
-		Then(clientv3.OpPut(l.Key(), s.value("stale", time.Now()), clientv3.WithLease(s.Lease()))).
+		Then(clientv3.OpPut(l.Key(), s.value(slotKey{at: time.Now(), value: "stale"}, time.Time{}), clientv3.WithLease(s.Lease()))).
 		Commit()
 	if err != nil {
 		t.Fatal(err)

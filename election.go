@@ -187,7 +187,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		resp, err := w.q.s.cli.Txn(tctx).
 			If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", l.mod)).
-			Then(clientv3.OpPut(w.key, w.q.s.value(value, w.sk.at), clientv3.WithLease(w.q.s.lease))).
+			Then(clientv3.OpPut(w.key, w.q.s.value(w.sk.with(value), w.grantedAt), clientv3.WithLease(w.q.s.lease))).
 			Commit()
 		switch classify(err) {
 		case applied:

@@ -28,6 +28,17 @@ type Entry struct {
 	// the clock of the client that wrote it (not etcd's); zero for keys of
 	// versions before it was recorded.
 	Enqueued time.Time
+	// Granted is when a holder was granted, to the millisecond, by the
+	// clock of its client: the grant stamp its session writes just after a
+	// wait ends (in the background, so a holder granted a moment ago may
+	// not have it yet), or, for a key with none, Enqueued (a key granted as
+	// it entered the queue needs no stamp). Zero for a waiter, and for a
+	// holder of a version that recorded neither. A holder that has held
+	// for at least D has a Granted at least D old (see GrantedAtEnqueue for
+	// a key without a stamp).
+	Granted time.Time
+	// Stamped says Granted is the key's grant stamp, not its Enqueued.
+	Stamped bool
 }
 
 // LockState is what Describe and List report about one name.
@@ -140,11 +151,20 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 		e := Entry{
 			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
 			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
-			Enqueued: v.enqueued(),
+			Enqueued: v.enqueued(), Granted: v.stamped(),
 		}
+		e.Stamped = !e.Granted.IsZero()
 		entries = append(entries, e)
 	}
 	n := holderCount(entries)
+	for i := range entries {
+		switch {
+		case i >= n:
+			entries[i].Granted, entries[i].Stamped = time.Time{}, false
+		case !entries[i].Stamped:
+			entries[i].Granted = entries[i].Enqueued
+		}
+	}
 	if n > 0 {
 		st.Holders = entries[:n:n]
 		st.Holder = &st.Holders[0]

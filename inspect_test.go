@@ -55,7 +55,7 @@ func TestListPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Put(ctx, key, encodeValue("bulk", "", time.Now())); err != nil {
+		if _, err := cli.Put(ctx, key, encodeValue("bulk", "", time.Now(), time.Time{})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -194,8 +194,10 @@ func tagsCompatible(a, b string) bool {
 }
 
 // keyValue is the JSON value stored with every key. At is when the key
-// entered the queue, in milliseconds since the Unix epoch by the writing
-// client's clock; keys of older versions have none. Value is left out when
+// entered the queue, and Granted when it was granted after a wait (its
+// grant stamp, see waiter.stamp), in milliseconds since the Unix epoch by
+// the writing client's clock; keys of older versions have neither, and a
+// key granted as it entered the queue has no stamp. Value is left out when
 // empty. Every byte here is written to every member's log and database
 // with every grant, so the value stays small.
 type keyValue struct {
@@ -203,10 +205,17 @@ type keyValue struct {
 	Identity string `json:"identity"`
 	Value    string `json:"value,omitempty"`
 	At       int64  `json:"at,omitempty"`
+	Granted  int64  `json:"granted,omitempty"`
 }
 
-func encodeValue(identity, value string, at time.Time) string {
-	b, err := json.Marshal(keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli()})
+// encodeValue returns the stored form of a key's value; a zero granted is
+// left out.
+func encodeValue(identity, value string, at, granted time.Time) string {
+	kv := keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli()}
+	if !granted.IsZero() {
+		kv.Granted = granted.UnixMilli()
+	}
+	b, err := json.Marshal(kv)
 	if err != nil { // cannot happen for two strings
 		return `{"v":1}`
 	}
@@ -214,11 +223,16 @@ func encodeValue(identity, value string, at time.Time) string {
 }
 
 // enqueued returns when the key entered the queue (zero if unknown).
-func (v keyValue) enqueued() time.Time {
-	if v.At <= 0 {
+func (v keyValue) enqueued() time.Time { return unixMilli(v.At) }
+
+// stamped returns the key's grant stamp (zero if it has none).
+func (v keyValue) stamped() time.Time { return unixMilli(v.Granted) }
+
+func unixMilli(ms int64) time.Time {
+	if ms <= 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(v.At)
+	return time.UnixMilli(ms)
 }
 
 func decodeValue(b []byte) keyValue {

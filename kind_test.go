@@ -35,7 +35,7 @@ func TestKindCheckSeesWholeQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 			stray := waiterKey(namePrefix(name), tc.strayTag, strayS.Lease(), 7)
-			if _, err := cli.Put(ctx, stray, strayS.value("", time.Now()), clientv3.WithLease(strayS.Lease())); err != nil {
+			if _, err := cli.Put(ctx, stray, strayS.value(slotKey{at: time.Now()}, time.Time{}), clientv3.WithLease(strayS.Lease())); err != nil {
 				t.Fatal(err)
 			}
 			sem := NewSemaphore(joinerS, name, tc.joinerSize)

@@ -120,7 +120,7 @@ func TestKindMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctx, key, encodeValue("other", "v", time.Now()), clientv3.WithLease(s.Lease())); err != nil {
+	if _, err := cli.Put(ctx, key, encodeValue("other", "v", time.Now(), time.Time{}), clientv3.WithLease(s.Lease())); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := NewMutex(s, name).TryLock(ctx); !errors.Is(err, ErrKindMismatch) {

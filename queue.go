@@ -82,6 +82,10 @@ type waiter struct {
 	// seen is the revision at which the keys ahead were last learned (by
 	// the enqueue Txn or a read); only the acquiring goroutine uses it.
 	seen int64
+	// grantedAt is when a wait ended in the grant (zero for a key granted
+	// as it entered the queue); set by the acquiring goroutine before the
+	// grant is returned, read-only after.
+	grantedAt time.Time
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once
@@ -93,17 +97,25 @@ type slotKey struct {
 	scope string
 	slot  int
 	at    time.Time // when the key was named: the value's enqueue time
+	value string    // an election's value, stored with the key; "" otherwise
 	// uncertain: a write of this key had an unknown outcome, so it may be
 	// applied (again) later; the slot is reused only once the reaper made
 	// sure it cannot (gone).
 	uncertain bool
 }
 
-// newKey takes a slot of the session in this queue and returns its key.
-func (q queue) newKey() slotKey {
+// with returns sk to be stored with value instead.
+func (sk slotKey) with(value string) slotKey {
+	sk.value = value
+	return sk
+}
+
+// newKey takes a slot of the session in this queue and returns its key,
+// to be stored with value.
+func (q queue) newKey(value string) slotKey {
 	scope := q.dir + q.tag
 	slot := q.s.takeSlot(scope)
-	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot, at: time.Now()}
+	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot, at: time.Now(), value: value}
 }
 
 // gone is called once sk's key is known to be deleted (or never written) and
@@ -276,7 +288,7 @@ func (q queue) settled(ctx context.Context, sk *slotKey, sent int64, mine, barri
 		// Never expected: a key of this name that outlived its acquisition.
 		// Leave it to the reaper and use another name.
 		q.drop(*sk)
-		*sk = q.newKey()
+		*sk = q.newKey(sk.value)
 		return nil, true, nil
 	}
 	// The barrier moved (the reaper retired writes of the session): this
@@ -292,7 +304,7 @@ func (q queue) settled(ctx context.Context, sk *slotKey, sent int64, mine, barri
 // library gave up on. known is false when a retry found the key already
 // written (unknown outcome of the first try): the keys ahead must then be read.
 func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, []*mvccpb.KeyValue, bool, error) {
-	e := enqueueTxn{q: q, sk: q.newKey(), value: value}
+	e := enqueueTxn{q: q, sk: q.newKey(value)}
 	e.get = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	if n := pol.lookback(); n > 0 {
@@ -332,10 +344,9 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 
 // enqueueTxn is one acquisition's enqueue Txn, sent until it is answered.
 type enqueueTxn struct {
-	q     queue
-	sk    slotKey
-	value string
-	get   []clientv3.OpOption // the read of the keys ahead
+	q   queue
+	sk  slotKey
+	get []clientv3.OpOption // the read of the keys ahead
 	// explain: the Txn also reports, when its compare fails, the key and the
 	// barrier. Only after an unknown outcome or a failed compare: every
 	// member decodes and applies each byte of the Txn.
@@ -347,7 +358,7 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp) (*clientv3.Txn
 	op := txnOp{dir: q.dir,
 		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp},
 		thens: []clientv3.Op{clientv3.OpGet(q.dir, e.get...),
-			clientv3.OpPut(e.sk.key, q.s.value(e.value, e.sk.at), clientv3.WithLease(q.s.lease))}}
+			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}}
 	if e.explain || e.sk.uncertain {
 		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
 	}

@@ -207,9 +207,11 @@ func (s *Session) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.W
 	return s.cli, l.moved
 }
 
-// value returns the stored form of a key's value, v, of a key that entered
-// the queue at at (see encodeValue).
-func (s *Session) value(v string, at time.Time) string { return encodeValue(s.identity, v, at) }
+// value returns the stored form of the value of a key named sk, granted at
+// granted (zero: before its grant, or at its enqueue; see encodeValue).
+func (s *Session) value(sk slotKey, granted time.Time) string {
+	return encodeValue(s.identity, sk.value, sk.at, granted)
+}
 
 // Client returns the client the session was made with.
 func (s *Session) Client() *clientv3.Client { return s.cli }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -108,11 +109,11 @@ func holderName(identity string) string {
 // the queue is empty); or the error that ended it. Without a waiter, the
 // slot is given up (gone: the reaper retires an uncertain earlier attempt).
 func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*waiter, *mvccpb.KeyValue, error) {
-	sk := q.newKey()
+	sk := q.newKey(value)
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		bcmp, sent := q.s.barrierCmp(q.dir)
-		resp, err := q.tryTxn(ctx, sk, value, append(slices.Clip(cmps), bcmp), retry)
+		resp, err := q.tryTxn(ctx, sk, append(slices.Clip(cmps), bcmp), retry)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			if resp.Succeeded {
 				return q.newWaiter(sk, resp.Header.Revision), nil, nil
@@ -152,11 +153,11 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 
 // tryTxn sends one attempt of tryPut's Txn: put key if every cmp holds and
 // the key is new; else read the queue's first key, the key and the barrier.
-func (q queue) tryTxn(ctx context.Context, sk slotKey, value string, cmps []clientv3.Cmp, retry bool) (*clientv3.TxnResponse, error) {
+func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
 	return q.s.commit(ctx, retry, txnOp{dir: q.dir,
 		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
-		thens: []clientv3.Op{clientv3.OpPut(key, q.s.value(value, sk.at), clientv3.WithLease(q.s.lease))},
+		thens: []clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))},
 		elses: []clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
 			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}})
 }

@@ -58,20 +58,46 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 
 // granted ends a wait the policy granted: nil, unless ctx or the grant ended
 // first (no grant after the caller gave up) or the touch that wakes the
-// waiter behind fails.
-func (w *waiter) granted(ctx context.Context, pol policy, mayBeWatched bool) error {
+// waiter behind fails. A grant after a wait (waited; or of an adopted key,
+// whose wait is unknown) records its moment in the key (see stamp): a
+// semaphore's with the touch that wakes the waiter behind, others in the
+// background.
+func (w *waiter) granted(ctx context.Context, pol policy, waited bool) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctxErr(ctx, ctx.Err())
 	case w.ctx.Err() != nil:
 		return context.Cause(w.ctx)
 	}
-	if mayBeWatched && pol.touchOnGrant() {
-		if err := w.touch(ctx); err != nil {
+	if waited {
+		w.grantedAt = time.Now()
+		if !pol.touchOnGrant() {
+			w.stamp()
+		} else if err := w.touch(ctx); err != nil {
 			return err
 		}
 	}
 	return w.q.s.live()
+}
+
+// stamp writes the grant's moment into its key's value, once, in a goroutine
+// of the session, so that inspection can say how long the lock has been held
+// (Entry.Granted) without the hand-off waiting for a write. It is guarded
+// by the key's create revision and by its mod revision being that too (the
+// key unchanged since its enqueue), so it never touches a later key of the
+// name nor overwrites a later value (a Proclaim). Best effort: one attempt,
+// given up when the grant ends first; a stamp that is lost, or lands after
+// a Proclaim, leaves the key without one.
+func (w *waiter) stamp() {
+	w.q.s.goRun(func() {
+		_, err := w.q.s.commit(w.ctx, false, txnOp{dir: w.q.dir,
+			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
+				clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)},
+			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
+		if err != nil && w.ctx.Err() == nil {
+			w.q.s.log.Debug("grant stamp not written", zap.String("key", w.key), zap.Error(err))
+		}
+	})
 }
 
 // waiting marks the start of a wait that watches (for the Observer), and
@@ -91,14 +117,15 @@ func (w *waiter) waiting() (stop func()) {
 	}
 }
 
-// touch rewrites the waiter's key with its value (guarded by its create
-// revision), retrying until ctx ends, so that a waiter watching it re-reads.
+// touch rewrites the waiter's key with its value and grant stamp (guarded by
+// its create revision), retrying until ctx ends, so that a waiter watching it
+// re-reads.
 func (w *waiter) touch(ctx context.Context) error {
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		resp, err := w.q.s.commit(ctx, retry, txnOp{dir: w.q.dir,
 			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}})
+			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		switch classify(err) {
 		case applied:
 			if resp.Succeeded {

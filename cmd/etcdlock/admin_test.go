@@ -7,12 +7,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 )
 
-// TestBreakOlderThan: break --older-than D leaves a holder that has been in
-// the queue less than D and breaks one that has been there longer.
+// TestBreakOlderThan: break --older-than D leaves a holder that has held
+// less than D and breaks one that has held longer.
 func TestBreakOlderThan(t *testing.T) {
 	cli := newClient(t)
 	name := uniqueName(t)
@@ -35,6 +36,50 @@ func TestBreakOlderThan(t *testing.T) {
 		t.Fatalf("break --older-than 0s: exit %d, want 1", code)
 	}
 	oneErrorLine(t, stderr, "--older-than must be positive")
+}
+
+// TestBreakOlderThanCountsHeldTime: --older-than counts the time held, not
+// the time in the queue: a holder that waited 6 s and has held for a moment
+// is left alone by --older-than 5s, and broken once it has held 6 s. status
+// shows both times.
+func TestBreakOlderThanCountsHeldTime(t *testing.T) {
+	cli := newClient(t)
+	name := uniqueName(t)
+	_, first := hold(t, cli, name, "first/1")
+	s := openSession(t, cli, "second/2")
+	granted := make(chan *etcdlock.Lock, 1)
+	go func() {
+		l, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	waitState(t, cli, name, "the second in the queue", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	time.Sleep(6 * time.Second) // the second waits 6 s
+	if err := first.Unlock(ctxFor(t, long)); err != nil {
+		t.Fatal(err)
+	}
+	second := <-granted
+	if second == nil {
+		t.FailNow()
+	}
+	waitState(t, cli, name, "the grant stamp", func(st *etcdlock.LockState) bool { return st.Holder != nil && st.Holder.Stamped })
+	code, out, stderr := run(t, "break", name, "--older-than", "5s")
+	if code != exitUsage || out != "" || !strings.Contains(stderr, "less than --older-than 5s: left alone") {
+		t.Fatalf("break --older-than 5s of a holder that waited 6 s: exit %d, stdout %q, stderr %q; want it left alone", code, out, stderr)
+	}
+	code, out, _ = run(t, "status", name, "-o", "json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Holder == nil || st.Holder.Held == nil ||
+		st.Holder.InQueue == nil || *st.Holder.Held > 5 || *st.Holder.InQueue < 6 {
+		t.Fatalf("status -o json: exit %d, %v: %s; want held < 5 s and in queue >= 6 s", code, err, out)
+	}
+	time.Sleep(6 * time.Second) // the second holds 6 s
+	code, out, stderr = run(t, "break", name, "--older-than", "5s")
+	if code != 0 || !strings.Contains(out, second.Key()) {
+		t.Fatalf("break --older-than 5s of a holder that held 6 s: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 }
 
 // TestStatusShowsSizeAndAge: status and ls show a semaphore's size and how

@@ -29,9 +29,10 @@ sees the deletion, and until then two processes may work at once. Only fencing
 tokens at the resource protect against that. Check 'etcdlock status NAME'
 first; break refuses to run without --force or --older-than.
 
-With --older-than D, only a holder whose key entered the queue at least D
-ago (by the clock of the client that wrote it, as status shows it) is
-broken; a younger one, or one whose key does not say, is left alone.`,
+With --older-than D, only a holder that has held the lock at least D (as
+status shows it in HELD: since its grant, by the clock of its client, not
+since it entered the queue) is broken; one granted more recently, or one
+whose key does not say when, is left alone.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -48,12 +49,12 @@ broken; a younger one, or one whose key does not say, is left alone.`,
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "really delete the holder's key")
-	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "break only a holder that has been in the queue at least this long (no --force needed)")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "break only a holder that has held the lock at least this long (no --force needed)")
 	return cmd
 }
 
 // brk deletes the keys of name's current holders (with olderThan > 0,
-// of those that entered the queue at least olderThan ago).
+// of those that have held at least olderThan).
 func (a *app) brk(name string, olderThan time.Duration) error {
 	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
 		st, err := describeLock(ctx, cli, name)
@@ -65,10 +66,15 @@ func (a *app) brk(name string, olderThan time.Duration) error {
 		}
 		broke := 0
 		for _, h := range st.Holders {
-			if olderThan > 0 && (h.Enqueued.IsZero() || time.Since(h.Enqueued) < olderThan) {
-				a.logf("the holder of %q with token %d has been in the queue %s, less than --older-than %v: left alone",
-					name, h.Token, inQueueText(toEntryJSON(h, nil)), olderThan)
-				continue
+			if olderThan > 0 {
+				held, why := heldFor(ctx, cli, name, h)
+				if why != "" || held < olderThan {
+					if why == "" {
+						why = fmt.Sprintf("has held it %s, less than --older-than %v", held.Round(100*time.Millisecond), olderThan)
+					}
+					a.logf("the holder of %q with token %d %s: left alone", name, h.Token, why)
+					continue
+				}
 			}
 			ok, err := a.breakHolder(ctx, cli, name, h)
 			if err != nil {
@@ -83,6 +89,36 @@ func (a *app) brk(name string, olderThan time.Duration) error {
 		}
 		return nil
 	})
+}
+
+// heldFor says how long h has held name, or why that is not known (a key
+// of an older version, a stamp not written yet, a history compacted away).
+// A holder granted after a wait has a grant stamp (Entry.Stamped); one
+// without was either granted as it entered the queue, then its Granted
+// (Enqueued) is right, or granted a moment ago with its stamp still on its
+// way. Which one, the queue at the key's create revision says.
+func heldFor(ctx context.Context, cli *clientv3.Client, name string, h etcdlock.Entry) (held time.Duration, why string) {
+	switch {
+	case h.Granted.IsZero():
+		return 0, "does not say when it was granted (an older version of etcdlock)"
+	case h.Stamped:
+		return time.Since(h.Granted), ""
+	}
+	prefix, err := etcdlock.KeyPrefix(name)
+	if err != nil {
+		return 0, err.Error()
+	}
+	rev := int64(h.Token)
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithMaxCreateRev(rev))
+	if err != nil {
+		return 0, fmt.Sprintf("was granted at a time that cannot be told (reading the queue as it entered: %s)", errText(err))
+	}
+	for _, e := range etcdlock.StateOf(name, resp.Kvs, rev).Holders {
+		if e.Token == h.Token {
+			return time.Since(h.Granted), "" // granted as it entered the queue
+		}
+	}
+	return 0, "was granted a moment ago (its grant stamp is not written yet)"
 }
 
 // breakHolder deletes h's grant (etcdlock.Break: guarded by its token, so

@@ -66,10 +66,10 @@ func (a *app) ls(prefix, output string) error {
 // printLs prints out as a table.
 func (a *app) printLs(out []lsJSON) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tIN QUEUE\tHOLDERS\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tTOKEN\tHELD\tIN QUEUE\tHOLDERS\tWAITERS")
 	for _, l := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", l.Name, kindText(*l.Holder), l.Holder.Identity, l.Holder.Token,
-			inQueueText(*l.Holder), l.HolderCount, l.WaiterCount)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\n", l.Name, kindText(*l.Holder), l.Holder.Identity, l.Holder.Token,
+			heldText(*l.Holder), inQueueText(*l.Holder), l.HolderCount, l.WaiterCount)
 	}
 	return tw.Flush()
 }

@@ -111,11 +111,17 @@ func kindText(e entryJSON) string {
 
 // inQueueText is how long e has been in the queue, "-" when its key does
 // not say (the client's clock: a skewed clock shows a skewed age).
-func inQueueText(e entryJSON) string {
-	if e.InQueue == nil {
+func inQueueText(e entryJSON) string { return secondsText(e.InQueue) }
+
+// heldText is how long the holder e has held, "-" when its key does not say.
+func heldText(e entryJSON) string { return secondsText(e.Held) }
+
+// secondsText is a duration in seconds as status shows it, "-" for nil.
+func secondsText(secs *float64) string {
+	if secs == nil {
 		return "-"
 	}
-	d := time.Duration(*e.InQueue * float64(time.Second))
+	d := time.Duration(*secs * float64(time.Second))
 	if d < time.Minute {
 		return d.Round(100 * time.Millisecond).String()
 	}
@@ -138,7 +144,7 @@ func (a *app) printStatus(name string, out statusJSON) error {
 		withValue = withValue || e.Value != ""
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "IN QUEUE", "IDENTITY"}
+	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "HELD", "IN QUEUE", "IDENTITY"}
 	if withMode {
 		cols = append(cols, "MODE")
 	}
@@ -162,7 +168,7 @@ func statusRow(e entryJSON, holder, withMode, withValue bool) []string {
 	if e.LeaseTTLLeft != nil && *e.LeaseTTLLeft >= 0 {
 		ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
 	}
-	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, inQueueText(e), e.Identity}
+	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, heldText(e), inQueueText(e), e.Identity}
 	if withMode {
 		row = append(row, e.Mode)
 	}

@@ -27,6 +27,12 @@ type Entry struct {
 	// this process's clock. Both are absent for keys of older versions.
 	Enqueued string   `json:"enqueued,omitempty"`
 	InQueue  *float64 `json:"in_queue_seconds,omitempty"`
+	// Granted is when a holder was granted (RFC 3339, its client's clock;
+	// see etcdlock.Entry.Granted) and Held the seconds since, by this
+	// process's clock; both absent for waiters and for keys of older
+	// versions.
+	Granted string   `json:"granted,omitempty"`
+	Held    *float64 `json:"held_seconds,omitempty"`
 	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
 	// lease is gone; absent when it was not asked for.
 	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
@@ -50,6 +56,11 @@ func FromEntry(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64, now time.Time)
 		j.Enqueued = e.Enqueued.Format(time.RFC3339Nano)
 		age := max(0, now.Sub(e.Enqueued)).Seconds()
 		j.InQueue = &age
+	}
+	if !e.Granted.IsZero() {
+		j.Granted = e.Granted.Format(time.RFC3339Nano)
+		held := max(0, now.Sub(e.Granted)).Seconds()
+		j.Held = &held
 	}
 	if ttl, ok := ttls[e.Lease]; ok {
 		j.LeaseTTLLeft = &ttl

@@ -51,6 +51,7 @@ function entry(lock, e, holder) {
   }
   let meta = "lease " + e.lease;
   if (e.lease_ttl_left !== undefined) meta += e.lease_ttl_left >= 0 ? " (" + e.lease_ttl_left + "s left)" : " (gone)";
+  if (holder && e.held_seconds !== undefined) meta += " · held " + secs(e.held_seconds);
   if (e.in_queue_seconds !== undefined) meta += " · " + (holder ? "in queue " : "waiting ") + secs(e.in_queue_seconds);
   span.appendChild(el("span", "meta", meta));
   return span;
