@@ -207,9 +207,29 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 		if err != nil {
 			return waitError(o, what, name, timedOut, err)
 		}
+		if argv == nil {
+			return a.holdUntilSignal(h, g)
+		}
 		g.env = append(g.env, "ETCDLOCK_NAME="+name, "ETCDLOCK_KEY="+g.key, "ETCDLOCK_TOKEN="+g.token.String())
 		return a.supervise(h.s, g, path, argv, o, h.sigs)
 	})
+}
+
+// holdUntilSignal is run without a command: it prints g and holds it until
+// a signal (SIGINT, SIGTERM, SIGHUP when the terminal goes, SIGQUIT: then
+// it releases g and returns nil) or g's loss (exit 125).
+func (a *app) holdUntilSignal(h *held, g *grant) error {
+	fmt.Fprintf(a.stdout, "holding %q: token %s, key %s (Ctrl-C releases it)\n", g.name, g.token, g.key)
+	select {
+	case sig := <-h.sigs:
+		if err := a.release(h.s, g); err != nil {
+			return exitf(exitLost, "%s %q was lost before the release: %s", g.what, g.name, libErr(err))
+		}
+		a.logf("released %s %q (%s)", g.what, g.name, sig)
+		return nil
+	case <-g.ctx.Done():
+		return exitf(exitLost, "lost %s %q: %s", g.what, g.name, libErr(context.Cause(g.ctx)))
+	}
 }
 
 // waitFor takes the grant, bounded by --wait; timedOut says --wait ran out.

@@ -14,7 +14,7 @@ func (a *app) runCmd() *cobra.Command {
 	var rk recipe
 	var once string
 	cmd := &cobra.Command{
-		Use:   "run NAME [flags] -- CMD [ARGS...]",
+		Use:   "run NAME [flags] [-- CMD [ARGS...]]",
 		Short: "Run a command while holding a lock",
 		Long: `Wait for the lock NAME in first-come order (forever, or up to --wait), then
 run CMD (directly, no shell) in its own process group with ETCDLOCK_NAME,
@@ -41,6 +41,10 @@ throughout), ID is recorded, guarded by the grant, before the release. A CMD
 that fails, crashes or loses the lock records nothing, so the next run of ID
 runs it again (at least once after a crash).
 
+Without CMD, hold the lock interactively (as "etcdctl lock NAME" does): print
+the grant (name, token, key) on stdout and hold it until SIGINT or SIGTERM
+(release, exit 0) or its loss (exit 125).
+
 Exit codes: CMD's own (128+N if it died of signal N), or 0 when --once found
 ID done; 1 usage or connection
 error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
@@ -52,9 +56,10 @@ found; 128+N interrupted by signal N while waiting (no key left).`,
   etcdlock run deploy --wait 0 -- ./deploy.sh    # only if nobody holds or waits
   etcdlock run encoders --semaphore 4 -- ./encode.sh   # at most 4 at once
   etcdlock run db/schema --read -- ./report.sh    # readers share; "--write" excludes them
-  etcdlock run billing/nightly --metrics-addr 127.0.0.1:9310 -- ./job   # /metrics and /healthz`,
+  etcdlock run billing/nightly --metrics-addr 127.0.0.1:9310 -- ./job   # /metrics and /healthz
+  etcdlock run maintenance/db    # hold it by hand until Ctrl-C`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			_, _, err := splitAtDash(cmd, args, []string{"NAME"}, true)
+			_, _, err := splitAtDash(cmd, args, []string{"NAME"}, false)
 			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return a.run(cmd, args, &o, &rk, once) },
@@ -67,7 +72,7 @@ found; 128+N interrupted by signal N while waiting (no key left).`,
 
 // run checks run's arguments and flags, then holds the lock and runs CMD.
 func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, once string) error {
-	before, argv, _ := splitAtDash(cmd, args, []string{"NAME"}, true)
+	before, argv, _ := splitAtDash(cmd, args, []string{"NAME"}, false)
 	name := before[0]
 	if err := checkName(cmd, name); err != nil {
 		return err
@@ -75,15 +80,20 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 	if err := o.check(cmd, true); err != nil {
 		return err
 	}
-	path, err := lookCommand(argv[0])
-	if err != nil {
-		return err
+	path := ""
+	if argv != nil {
+		var err error
+		if path, err = lookCommand(argv[0]); err != nil {
+			return err
+		}
 	}
 	if err := rk.check(cmd); err != nil {
 		return err
 	}
 	onceSet := cmd.Flags().Changed("once")
 	switch {
+	case argv == nil && (onceSet || o.maxRuntime > 0):
+		return usagef(cmd, "--once and --max-runtime need a command (-- CMD)")
 	case onceSet && once == "":
 		return usagef(cmd, "--once must not be empty")
 	case onceSet && (rk.semaphore > 0 || rk.read):

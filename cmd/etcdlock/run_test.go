@@ -378,3 +378,35 @@ func TestRunBrokenWhileRunning(t *testing.T) {
 		t.Errorf("lock held after run exited: %+v", st.Holder)
 	}
 }
+
+// TestRunWithoutCommandHolds: run NAME with no command prints the grant and
+// holds it until SIGINT (released, exit 0); a holder that loses the lock
+// exits 125.
+func TestRunWithoutCommandHolds(t *testing.T) {
+	cli := newClient(t)
+	name := uniqueName(t)
+	p := start(t, "run", name, "--identity", "by-hand")
+	line := p.waitLine("holding")
+	st := describe(t, cli, name)
+	if st.Holder == nil || st.Holder.Identity != "by-hand" || !strings.Contains(line, st.Holder.Token.String()) ||
+		!strings.Contains(line, st.Holder.Key) {
+		t.Fatalf("printed %q; held %+v", line, st.Holder)
+	}
+	p.signal(syscall.SIGINT)
+	if code, _ := p.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGINT, want 0; stderr %s", code, p.stderr.String())
+	}
+	if st := describe(t, cli, name); st.Holder != nil {
+		t.Fatalf("still held after SIGINT: %+v", st.Holder)
+	}
+
+	p = start(t, "run", name)
+	p.waitLine("holding")
+	st = describe(t, cli, name)
+	if err := etcdlock.Break(ctxFor(t, long), cli, name, st.Holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := p.wait(); code != exitLost || !strings.Contains(p.stderr.String(), "lost lock") {
+		t.Fatalf("exit %d after a break, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+}

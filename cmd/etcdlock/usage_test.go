@@ -19,8 +19,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"run", "--bogus", "x", "--", "true"}, "unknown flag: --bogus"},
 		{[]string{"run", "x", "--ttl", "soon", "--", "true"}, `invalid argument "soon" for "--ttl"`},
-		{[]string{"run", "x", "true"}, `missing "--" between NAME and the command`},
-		{[]string{"run", "x"}, `missing "-- CMD"`},
+		{[]string{"run", "x", "true"}, `want NAME, got 2 arguments (put "--" before a command)`},
+		{[]string{"run", "x", "--once", "1"}, `--once and --max-runtime need a command`},
+		{[]string{"run", "x", "--max-runtime", "1m"}, `--once and --max-runtime need a command`},
 		{[]string{"run", "x", "--"}, `missing the command after "--"`},
 		{[]string{"run", "--", "true"}, `missing NAME before "--"`},
 		{[]string{"run", "", "--", "true"}, "NAME must not be empty"},
