@@ -46,6 +46,9 @@ var (
 	// completion record already holds the run's id or a later one: fn was
 	// not called.
 	ErrAlreadyDone = errors.New("etcdlock: already done")
+	// ErrChanged is returned by ClearCompletion when the record it was
+	// given is no longer the name's record: nothing was deleted.
+	ErrChanged = errors.New("etcdlock: changed meanwhile")
 )
 
 // Error is the error of an operation of the package: on a named lock,

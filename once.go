@@ -42,27 +42,32 @@ type onceRecord struct {
 // that etcdlock did not write; and the read's error (wrapping ctx's)
 // otherwise.
 func (l *Lock) Done(ctx context.Context, id string) (bool, error) {
+	c, ok, err := l.completion(ctx, id)
+	return ok && c.ID >= id, err
+}
+
+// completion is Done's read: the name's completion record (ok false when
+// there is none), read under the grant.
+func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool, err error) {
 	q := l.w.q
 	if err := l.onceArgs(id); err != nil {
-		return false, q.opError("done", err)
+		return Completion{}, false, q.opError("done", err)
 	}
 	gctx, release := l.underGrant(ctx)
 	defer release()
 	resp, err := q.s.cli.Get(gctx, onceKey(q.name))
 	switch nh := l.notHeld(); {
 	case nh != nil:
-		return false, q.opError("done", nh)
+		return Completion{}, false, q.opError("done", nh)
 	case err != nil:
-		return false, q.opError("done", ctxErr(ctx, err))
+		return Completion{}, false, q.opError("done", ctxErr(ctx, err))
 	case len(resp.Kvs) == 0:
-		return false, nil
+		return Completion{}, false, nil
 	}
-	var rec onceRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil || rec.V != 1 {
-		return false, q.opError("done", fmt.Errorf("%w: the completion record %s holds %q, not a record of etcdlock",
-			ErrInvalidArgument, onceKey(q.name), resp.Kvs[0].Value))
+	if c, err = decodeCompletion(resp.Kvs[0]); err != nil {
+		return Completion{}, false, q.opError("done", err)
 	}
-	return rec.ID >= id, nil
+	return c, true, nil
 }
 
 // onceArgs checks the arguments of Done and MarkDone: a run id, and a grant
@@ -166,14 +171,14 @@ func runOnce(ctx context.Context, name, id string, fn func(context.Context, *Loc
 			err = uerr
 		}
 	}()
-	// Done answers only while the grant is current: fn never starts on a
-	// grant this process knows lost.
-	done, err := l.Done(ctx, id)
+	// The read answers only while the grant is current: fn never starts
+	// on a grant this process knows lost.
+	c, ok, err := l.completion(ctx, id)
 	switch {
 	case err != nil:
 		return err
-	case done:
-		return newError("run once", name, fmt.Errorf("%w: run %q", ErrAlreadyDone, id))
+	case ok && c.ID >= id:
+		return newError("run once", name, fmt.Errorf("%w: run %q (%s)", ErrAlreadyDone, id, c))
 	}
 	if err := fn(l.Context(), l); err != nil {
 		return err

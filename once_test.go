@@ -172,3 +172,50 @@ func TestOnceKeyLayout(t *testing.T) {
 		t.Errorf("OnceKey(\"\") = %v", err)
 	}
 }
+
+// TestCompletionReadAndClear: LastCompletion reads the record RunOnce
+// wrote; ClearCompletion deletes exactly that record (ErrChanged for one a
+// later run replaced), after which the id runs again; bad input is refused.
+func TestCompletionReadAndClear(t *testing.T) {
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	m := NewMutex(openSession(t, cli, WithIdentity("job/7")), name)
+	runs := 0
+	run := func(id string) error {
+		return m.RunOnce(ctx, id, func(context.Context, *Lock) error { runs++; return nil })
+	}
+	if _, ok, err := LastCompletion(ctx, cli, name); ok || err != nil {
+		t.Fatalf("a fresh name: ok %v, %v", ok, err)
+	}
+	if err := run("1"); err != nil {
+		t.Fatal(err)
+	}
+	first, ok, err := LastCompletion(ctx, cli, name)
+	if err != nil || !ok || first.ID != "1" || first.Identity != "job/7" || first.Token == 0 || first.At.IsZero() {
+		t.Fatalf("LastCompletion: %+v, %v, %v", first, ok, err)
+	}
+	if err := run("2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearCompletion(ctx, cli, name, first); !errors.Is(err, ErrChanged) {
+		t.Fatalf("clearing a replaced record: %v, want ErrChanged", err)
+	}
+	second, _, _ := LastCompletion(ctx, cli, name)
+	if err := ClearCompletion(ctx, cli, name, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("2"); err != nil || runs != 3 {
+		t.Fatalf("run 2 after the clear: %v, %d runs; want it to run again", err, runs)
+	}
+	for _, err := range []error{
+		ClearCompletion(ctx, nil, name, second),
+		ClearCompletion(ctx, cli, name, Completion{ID: "x"}),
+		ClearCompletion(ctx, cli, "", second),
+		func() error { _, _, err := LastCompletion(ctx, nil, name); return err }(),
+	} {
+		if !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrInvalidName) {
+			t.Errorf("bad input: %v", err)
+		}
+	}
+}

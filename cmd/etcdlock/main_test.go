@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,12 +168,20 @@ func startRaw(t testing.TB, env []string, args ...string) *proc {
 // startIn is startRaw with stdin (none when empty).
 func startIn(t testing.TB, stdin string, env []string, args ...string) *proc {
 	t.Helper()
+	var r io.Reader
+	if stdin != "" {
+		r = strings.NewReader(stdin)
+	}
+	return startReading(t, r, env, args...)
+}
+
+// startReading is startRaw with stdin read from r (none when nil).
+func startReading(t testing.TB, stdin io.Reader, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, lines: make(chan string, 1000), done: make(chan struct{}), start: time.Now()}
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = cleanEnv(env...)
-	if stdin != "" {
-		p.cmd.Stdin = strings.NewReader(stdin)
-	}
+	p.cmd.Stdin = stdin
 	p.cmd.Stderr = &p.stderr
 	p.cmd.WaitDelay = 2 * time.Second // for the copy of stderr, likewise
 	// A pipe of our own rather than StdoutPipe: a grandchild that outlives

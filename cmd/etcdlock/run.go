@@ -118,6 +118,9 @@ func onceGrant(ctx context.Context, s *etcdlock.Session, g *grant, l *etcdlock.L
 	done, err := l.Done(ctx, id)
 	if err == nil && done {
 		err = fmt.Errorf("%w: run %q of %q", errOnceDone, id, g.name)
+		if c, ok, cerr := etcdlock.LastCompletion(ctx, s.Client(), g.name); cerr == nil && ok {
+			err = fmt.Errorf("%w (%s)", err, c)
+		}
 	}
 	if err != nil {
 		_ = bounded(s, l.Unlock) // if it does not finish, closing the session revokes the lease

@@ -59,6 +59,13 @@ func (a *app) status(name, output string) error {
 			return err
 		}
 		out := toStatusJSON(st, ttls)
+		switch c, ok, err := etcdlock.LastCompletion(ctx, cli, name); {
+		case ok:
+			out.LastRun = lockjson.FromCompletion(c)
+		case err != nil && !strings.Contains(errText(err), "permission denied"):
+			// (A role may cover the name's queue and not its record.)
+			return exitf(exitUsage, "%s", libErr(err))
+		}
 		if output == "json" {
 			return a.printJSON(out)
 		}
@@ -131,6 +138,9 @@ func secondsText(secs *float64) string {
 // printStatus prints the status of name as a heading and a table, with
 // MODE and VALUE columns only if some entry has one.
 func (a *app) printStatus(name string, out statusJSON) error {
+	if r := out.LastRun; r != nil {
+		defer fmt.Fprintf(a.stdout, "last completed run (--once): %q, recorded %s by %q with token %d\n", r.ID, r.At, r.Identity, r.Token)
+	}
 	if out.Holder == nil {
 		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, out.Revision)
 		return nil

@@ -38,13 +38,30 @@ type Entry struct {
 	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
 }
 
-// Status is a name's state: etcdlock.LockState with the leases' time left.
+// Status is a name's state: etcdlock.LockState with the leases' time left,
+// and (status only) the name's completion record.
 type Status struct {
-	Name     string  `json:"name"`
-	Revision int64   `json:"revision"`
-	Holder   *Entry  `json:"holder"` // null when free; holders[0] otherwise
-	Holders  []Entry `json:"holders"`
-	Waiters  []Entry `json:"waiters"`
+	Name     string   `json:"name"`
+	Revision int64    `json:"revision"`
+	Holder   *Entry   `json:"holder"` // null when free; holders[0] otherwise
+	Holders  []Entry  `json:"holders"`
+	Waiters  []Entry  `json:"waiters"`
+	LastRun  *LastRun `json:"last_run,omitempty"`
+}
+
+// LastRun is a name's completion record (etcdlock.Completion): the last
+// run of RunOnce or run --once that completed.
+type LastRun struct {
+	ID       string `json:"id"`
+	Token    int64  `json:"token"`
+	Identity string `json:"identity"`
+	At       string `json:"at"`       // RFC 3339, the recording client's clock
+	Revision int64  `json:"revision"` // the record's
+}
+
+// FromCompletion returns c's JSON shape.
+func FromCompletion(c etcdlock.Completion) *LastRun {
+	return &LastRun{ID: c.ID, Token: int64(c.Token), Identity: c.Identity, At: c.At.Format(time.RFC3339Nano), Revision: c.Revision}
 }
 
 // FromEntry returns e's JSON shape at now, with the time left on its lease
