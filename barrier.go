@@ -37,11 +37,24 @@ func barrierKey(dir string, lease clientv3.LeaseID) string {
 	return dir[:len(dir)-len(nameEnd)] + barrierEnd + strconv.FormatInt(int64(lease), 16)
 }
 
-// barrierCmp returns the comparison that every key-creating write of the
-// session in dir carries, and the barrier's mod revision it compares with.
-func (s *Session) barrierCmp(dir string) (clientv3.Cmp, int64) {
-	m := s.barrierRev(dir)
-	return clientv3.Compare(clientv3.ModRevision(barrierKey(dir, s.lease)), "=", m), m
+// barrierGuard returns what every key-creating write of the session in dir
+// carries: the comparison with the barrier's mod revision as the session
+// knows it (sent; 0 while it knows of none) and, while it knows of none,
+// the Put that creates the barrier in the same Txn (creates: nil
+// otherwise). So a session has a barrier in every name it holds or waits in,
+// from its first key there to the end of its lease, and a watcher of the
+// name sees the lease end as the barrier's deletion (see Entry, the status
+// page's timeline). A create applied with that Put moves the barrier past 0,
+// where a raise would have moved it (see raiseBarrier): a copy of a write
+// sent with 0 fails from then on. The caller learns the barrier at the
+// revision of a successful Txn sent with 0 (learnBarrier).
+func (s *Session) barrierGuard(dir string) (cmp clientv3.Cmp, creates []clientv3.Op, sent int64) {
+	sent = s.barrierRev(dir)
+	key := barrierKey(dir, s.lease)
+	if sent == 0 {
+		creates = []clientv3.Op{clientv3.OpPut(key, "", clientv3.WithLease(s.lease))}
+	}
+	return clientv3.Compare(clientv3.ModRevision(key), "=", sent), creates, sent
 }
 
 // barrierRev is the barrier's mod revision of dir as the session knows it.

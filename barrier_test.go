@@ -34,7 +34,7 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 			name := uniqueName(t)
 			dir := namePrefix(name)
 			key := waiterKey(dir, tagMutex, s.Lease(), 0)
-			lateCopy, _ := s.barrierCmp(dir) // what every write of this call compares
+			lateCopy, _, _ := s.barrierGuard(dir) // what every write of this call compares
 			ctx := testCtx(t, 30*time.Second)
 			var losing atomic.Bool
 			losing.Store(true)

@@ -16,8 +16,8 @@ import (
 // lease is left alone, so its other locks stay held; its Lock.Context ends
 // with ErrLockLost once it sees the deletion, and until then it may still
 // act, which only fencing at the resource guards against. The next waiter
-// is granted as after an Unlock. The same transaction writes the name's end
-// marker (see End), so a watcher sees the deletion as a break.
+// is granted as after an Unlock. The same transaction writes the name's
+// break marker (see Broken), so a watcher sees the deletion as a break.
 //
 // Break returns nil once that key is deleted. It returns an error wrapping
 // ErrNotHeld when no current holder of name has that token (it released,
@@ -42,9 +42,10 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 		return err
 	}
 	var key string
+	var lease clientv3.LeaseID
 	for _, h := range st.Holders {
 		if h.Token == token {
-			key = h.Key
+			key, lease = h.Key, h.Lease
 		}
 	}
 	if key == "" {
@@ -52,9 +53,13 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 	}
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
-		Then(clientv3.OpDelete(key), endOp(key, int64(token), EndBroken, "", clientv3.NoLease)).
+		Then(clientv3.OpDelete(key), brokenOp(key, int64(token), lease)).
 		Commit()
-	if err != nil {
+	switch {
+	case classify(err) == leaseGone:
+		// The holder's lease, and with it the key, went meanwhile.
+		return newError("break", name, fmt.Errorf("%w: the grant of token %d ended meanwhile", ErrNotHeld, token))
+	case err != nil:
 		return newError("break", name, ctxErr(ctx, err))
 	}
 	if !resp.Succeeded {

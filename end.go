@@ -1,10 +1,12 @@
 package etcdlock
 
-// This file holds a name's end marker: the write that says why a queue key
-// went, in the same etcd transaction as its deletion.
+// This file holds how a watcher of a name tells why a queue key went: a
+// break's marker, written with the deletion, and the sessions' barrier keys,
+// which go with their leases.
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,75 +14,81 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// How a queue key ended, as End.How.
-const (
-	// EndReleased: the key's own session deleted it: Unlock, Resign, a
-	// failed or canceled acquisition's cleanup, Session.Close.
-	EndReleased = "released"
-	// EndBroken: Break deleted it.
-	EndBroken = "broken"
-)
+// brokenSuffix ends a name's break marker key:
+// "etcdlock/<escaped name>%!broken", outside the queue's range
+// "<escaped name>%/" (an escaped name never contains "%!"), so no queue read
+// or watch sees it.
+const brokenSuffix = "%!broken"
 
-// endSuffix ends a name's end marker key: "etcdlock/<escaped name>%!end",
-// outside the queue's range "<escaped name>%/" (an escaped name never
-// contains "%!"), so no queue read or watch sees it.
-const endSuffix = "%!end"
-
-// End is what a name's end marker says: which key of the name ended, and
-// how. Every deletion of a queue key by etcdlock (its session's, or Break's)
-// writes the marker in the same etcd transaction, so a watcher of the name's
-// keys sees the deletion and the marker at one revision. A key deleted at a
-// revision that wrote no marker for its token went with its lease (its TTL
-// ran out, or it was revoked), or was deleted by hand. A marker of a
-// release lives with the releasing session's lease; a marker of a break has
-// none and stays until the name's next release overwrites it.
-type End struct {
-	Name     string
-	Token    Token     // the token (create revision) of the key that ended
-	How      string    // EndReleased or EndBroken
-	Identity string    // of the releasing session; "" for a break
-	At       time.Time // when, by the writer's clock (millisecond precision)
+// Broken is what a name's break marker says: Break deleted the key of Token
+// at the marker's revision. Break writes it in the transaction of its
+// delete, so a watcher of the name's keys sees the deletion and the marker
+// at one revision, and a key deleted without one was released or went with
+// its lease (see SessionOfKey). The marker is attached to the broken
+// holder's lease (Break leaves that lease alone), so it goes when that
+// session ends.
+type Broken struct {
+	Name  string
+	Token Token     // the broken grant's token
+	At    time.Time // when, by the breaking client's clock (millisecond precision)
 }
 
-// endValue is the JSON value of an end marker.
-type endValue struct {
-	V        int    `json:"v"`
-	Token    int64  `json:"token"`
-	How      string `json:"how"`
-	Identity string `json:"identity,omitempty"`
-	At       int64  `json:"at"` // unix milliseconds
+// brokenValue is the JSON value of a break marker.
+type brokenValue struct {
+	V     int   `json:"v"`
+	Token int64 `json:"token"`
+	At    int64 `json:"at"` // unix milliseconds
 }
 
-// EndOf returns the end marker kv holds; ok is false when kv is not one.
-func EndOf(kv *mvccpb.KeyValue) (e End, ok bool) {
+// BrokenOf returns the break marker kv holds; ok is false when kv is not
+// one.
+func BrokenOf(kv *mvccpb.KeyValue) (b Broken, ok bool) {
 	rest, ok := strings.CutPrefix(string(kv.Key), keyRoot)
 	if !ok {
-		return End{}, false
+		return Broken{}, false
 	}
-	escaped, ok := strings.CutSuffix(rest, endSuffix)
+	escaped, ok := strings.CutSuffix(rest, brokenSuffix)
 	if !ok {
-		return End{}, false
+		return Broken{}, false
 	}
 	name, ok := unescapeName(escaped)
-	var v endValue
+	var v brokenValue
 	if !ok || json.Unmarshal(kv.Value, &v) != nil || v.V != 1 {
-		return End{}, false
+		return Broken{}, false
 	}
-	return End{Name: name, Token: Token(v.Token), How: v.How, Identity: v.Identity, At: time.UnixMilli(v.At)}, true
+	return Broken{Name: name, Token: Token(v.Token), At: time.UnixMilli(v.At)}, true
 }
 
-// endOp is the end marker's write for the queue key key of create revision
-// rev, ended how by identity; lease is the marker's (0: none).
-func endOp(key string, rev int64, how, identity string, lease clientv3.LeaseID) clientv3.Op {
-	dir := key[:strings.LastIndex(key, nameEnd)]
-	b, _ := json.Marshal(endValue{V: 1, Token: rev, How: how, Identity: identity, At: time.Now().UnixMilli()}) // cannot fail
-	if lease == clientv3.NoLease {
-		return clientv3.OpPut(dir+endSuffix, string(b))
-	}
-	return clientv3.OpPut(dir+endSuffix, string(b), clientv3.WithLease(lease))
+// brokenOp is the break marker's write for the queue key key of create
+// revision rev, attached to lease (the broken holder's).
+func brokenOp(key string, rev int64, lease clientv3.LeaseID) clientv3.Op {
+	dir := key[:strings.Index(key, nameEnd)]
+	b, _ := json.Marshal(brokenValue{V: 1, Token: rev, At: time.Now().UnixMilli()}) // cannot fail
+	return clientv3.OpPut(dir+brokenSuffix, string(b), clientv3.WithLease(lease))
 }
 
-// released is the end marker's write for a key of s that s deletes.
-func (s *Session) released(key string, rev int64) clientv3.Op {
-	return endOp(key, rev, EndReleased, s.identity, s.lease)
+// SessionOfKey reports whether key is a session's barrier key of a name
+// (see BarrierPrefix), and if so, the name and the session's lease. Every
+// session has one in each name it holds or waits in, from its first key
+// there until its lease ends, when etcd deletes the barrier together with
+// the session's remaining keys, at one revision. So a watcher that sees a
+// queue key of lease L deleted at revision D tells its end: at D the barrier
+// of L went too (the lease ended: expired or revoked), or it stayed (the
+// key was released, or broken: see BrokenOf). Keys of sessions of versions
+// before this have no barrier until they give up a write.
+func SessionOfKey(key string) (name string, lease clientv3.LeaseID, ok bool) {
+	rest, ok := strings.CutPrefix(key, keyRoot)
+	if !ok {
+		return "", 0, false
+	}
+	i := strings.LastIndex(rest, barrierEnd)
+	if i < 0 {
+		return "", 0, false
+	}
+	name, ok = unescapeName(rest[:i])
+	id, err := strconv.ParseUint(rest[i+len(barrierEnd):], 16, 63)
+	if !ok || err != nil || id == 0 {
+		return "", 0, false
+	}
+	return name, clientv3.LeaseID(id), true
 }

@@ -9,13 +9,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// endWatch watches everything of name (its queue and its markers) from now
-// on and returns, for each deletion of a queue key, what end marker was
-// written at the same revision ("" for none), by token.
+// endWatch watches everything of a name (its queue, its barriers, its
+// markers) from now on, and tells how each queue key went, as a watcher such
+// as the status page tells it.
 type endWatch struct {
-	t    *testing.T
-	ch   clientv3.WatchChan
-	ends map[Token]string
+	t        *testing.T
+	ch       clientv3.WatchChan
+	ends     map[Token]string           // token -> how its key went
+	barriers map[clientv3.LeaseID]int64 // lease -> revision its barrier was deleted at (0: alive)
+	pending  map[Token]*mvccpb.KeyValue // deleted keys whose barrier's fate is not known yet
+	deleted  map[Token]int64            // token -> revision its key was deleted at
+	broken   map[int64]map[Token]bool   // revision -> tokens a break marker names
 }
 
 func watchEnds(t *testing.T, cli *clientv3.Client, name string) *endWatch {
@@ -27,12 +31,15 @@ func watchEnds(t *testing.T, cli *clientv3.Client, name string) *endWatch {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return &endWatch{t: t, ends: map[Token]string{},
+	return &endWatch{t: t, ends: map[Token]string{}, barriers: map[clientv3.LeaseID]int64{},
+		pending: map[Token]*mvccpb.KeyValue{}, deleted: map[Token]int64{}, broken: map[int64]map[Token]bool{},
 		ch: cli.Watch(ctx, root, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(resp.Header.Revision+1))}
 }
 
-// await reads events until tok's key was deleted, and returns the end
-// marker written at the same revision ("" for none).
+// await reads events until it can tell how tok's key went: "broken" (a
+// break marker at its deletion), "expired" (its session's barrier went at
+// the same revision: the lease ended) or "released" (the barrier lived on
+// past it).
 func (ew *endWatch) await(tok Token) string {
 	ew.t.Helper()
 	timeout := time.After(30 * time.Second)
@@ -42,33 +49,58 @@ func (ew *endWatch) await(tok Token) string {
 		}
 		select {
 		case resp := <-ew.ch:
-			markers := map[int64]map[Token]string{} // revision -> token -> how
-			for _, ev := range resp.Events {
-				if e, ok := EndOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
-					if markers[ev.Kv.ModRevision] == nil {
-						markers[ev.Kv.ModRevision] = map[Token]string{}
-					}
-					markers[ev.Kv.ModRevision][e.Token] = e.How
-				}
-			}
-			for _, ev := range resp.Events {
-				if _, ok := parseKey(string(ev.Kv.Key)); ok && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
-					deleted := Token(ev.PrevKv.CreateRevision)
-					ew.ends[deleted] = markers[ev.Kv.ModRevision][deleted]
-				}
-			}
+			ew.apply(resp.Events)
 		case <-timeout:
-			ew.t.Fatalf("no deletion of token %d seen", tok)
+			ew.t.Fatalf("never told how token %d's key went", tok)
 		}
 	}
 }
 
-// TestEndMarkers: every deletion of a queue key by etcdlock writes the
-// name's end marker at the same revision: Unlock, a canceled Lock's
-// cleanup and Session.Close (which deletes its keys before it revokes its
-// lease) say "released", Break says "broken". Describe and List never show a
-// marker.
-func TestEndMarkers(t *testing.T) {
+func (ew *endWatch) apply(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		rev := ev.Kv.ModRevision
+		if b, ok := BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
+			if ew.broken[rev] == nil {
+				ew.broken[rev] = map[Token]bool{}
+			}
+			ew.broken[rev][b.Token] = true
+		}
+		if _, lease, ok := SessionOfKey(string(ev.Kv.Key)); ok {
+			if ev.Type == mvccpb.DELETE {
+				ew.barriers[lease] = rev
+			} else if _, seen := ew.barriers[lease]; !seen {
+				ew.barriers[lease] = 0
+			}
+		}
+		if _, ok := parseKey(string(ev.Kv.Key)); ok && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
+			tok := Token(ev.PrevKv.CreateRevision)
+			ew.pending[tok], ew.deleted[tok] = ev.PrevKv, rev
+		}
+	}
+	for tok, kv := range ew.pending {
+		d := ew.deleted[tok]
+		gone, known := ew.barriers[clientv3.LeaseID(kv.Lease)]
+		switch {
+		case ew.broken[d][tok]:
+			ew.ends[tok] = "broken"
+		case known && gone == d:
+			ew.ends[tok] = "expired"
+		case known && (gone == 0 || gone > d):
+			ew.ends[tok] = "released"
+		default:
+			continue
+		}
+		delete(ew.pending, tok)
+	}
+}
+
+// TestWhyAKeyWent: a watcher of a name tells how each key went from what
+// etcd shows at the key's deletion: a break marker (Break), or whether the
+// session's barrier went too (the lease ended) or lived on (released):
+// Unlock, a canceled Lock's cleanup and Session.Close (which deletes its
+// keys before it revokes its lease) read as released, a revoked lease as
+// expired. Describe and List never show a barrier or a marker.
+func TestWhyAKeyWent(t *testing.T) {
 	cli := newClient(t, nil)
 	ctx := testCtx(t, time.Minute)
 	s := openSession(t, cli)
@@ -79,52 +111,70 @@ func TestEndMarkers(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if how := ew.await(l.Token()); how != EndReleased {
-		t.Errorf("Unlock: marker %q, want %q", how, EndReleased)
+	if how := ew.await(l.Token()); how != "released" {
+		t.Errorf("Unlock: %s, want released", how)
 	}
-
 	l = mustLock(t, NewMutex(s, name))
 	if err := Break(ctx, cli, name, l.Token()); err != nil {
 		t.Fatal(err)
 	}
-	if how := ew.await(l.Token()); how != EndBroken {
-		t.Errorf("Break: marker %q, want %q", how, EndBroken)
+	if how := ew.await(l.Token()); how != "broken" {
+		t.Errorf("Break: %s, want broken", how)
 	}
 
 	holder := mustLock(t, NewMutex(s, name))
-	waiterSession := openSession(t, cli)
+	other := openSession(t, cli)
 	lctx, cancel := context.WithCancel(ctx)
 	res := make(chan error, 1)
-	go func() { _, err := NewMutex(waiterSession, name).Lock(lctx); res <- err }()
+	go func() { _, err := NewMutex(other, name).Lock(lctx); res <- err }()
 	st := waitState(t, cli, name, "a waiter", func(st *LockState) bool { return len(st.Waiters) == 1 })
 	cancel()
 	<-res
-	if how := ew.await(st.Waiters[0].Token); how != EndReleased {
-		t.Errorf("a canceled Lock's cleanup: marker %q, want %q", how, EndReleased)
+	if how := ew.await(st.Waiters[0].Token); how != "released" {
+		t.Errorf("a canceled Lock's cleanup: %s, want released (left)", how)
 	}
 
-	waiting := make(chan error, 1)
-	go func() { _, err := NewMutex(waiterSession, name).Lock(ctx); waiting <- err }()
-	st = waitState(t, cli, name, "a waiter", func(st *LockState) bool { return len(st.Waiters) == 1 })
-	waiterToken := st.Waiters[0].Token
+	waiting := make(chan *Lock, 1)
+	go func() {
+		l, err := NewMutex(other, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- l
+	}()
+	waitState(t, cli, name, "a waiter", func(st *LockState) bool { return len(st.Waiters) == 1 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if how := ew.await(holder.Token()); how != EndReleased {
-		t.Errorf("Session.Close: the holder's marker %q, want %q (deleted before the revoke)", how, EndReleased)
+	if how := ew.await(holder.Token()); how != "released" {
+		t.Errorf("Session.Close: %s, want released (its keys deleted before the revoke)", how)
 	}
-	if err := <-waiting; err != nil {
-		t.Fatalf("the waiter after the holder's Close: %v", err)
-	}
-	if err := waiterSession.Close(); err != nil {
+	next := <-waiting
+	if _, err := cli.Revoke(ctx, other.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	if how := ew.await(waiterToken); how != EndReleased {
-		t.Errorf("Session.Close of the next holder: marker %q, want %q", how, EndReleased)
+	if how := ew.await(next.Token()); how != "expired" {
+		t.Errorf("a revoked lease: %s, want expired", how)
 	}
 	all, err := List(ctx, cli, name)
 	if err != nil || len(all) != 0 {
-		t.Fatalf("List after every end: %+v, %v; want nothing (markers are no queue keys)", all, err)
+		t.Fatalf("List after every end: %+v, %v; want nothing", all, err)
+	}
+}
+
+// TestSessionOfKey: the barrier key of a name and lease parses back; queue
+// keys, markers and other names' keys do not.
+func TestSessionOfKey(t *testing.T) {
+	for _, name := range []string{"a", "jobs/a/b", "100%/x", "%!/"} {
+		dir := namePrefix(name)
+		if n, l, ok := SessionOfKey(barrierKey(dir, 0x6a67a22a34eda349)); !ok || n != name || l != 0x6a67a22a34eda349 {
+			t.Errorf("%q: %q %x %v", name, n, l, ok)
+		}
+		for _, other := range []string{waiterKey(dir, tagMutex, 7, 0), dir[:len(dir)-len(nameEnd)] + brokenSuffix, onceKey(name)} {
+			if _, _, ok := SessionOfKey(other); ok {
+				t.Errorf("%q parsed as a barrier", other)
+			}
+		}
 	}
 }
 

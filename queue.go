@@ -316,8 +316,8 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 			q.gone(e.sk)
 			return nil, nil, false, err
 		}
-		bcmp, sent := q.s.barrierCmp(q.dir)
-		resp, err := e.send(ctx, bcmp)
+		bcmp, bput, sent := q.s.barrierGuard(q.dir)
+		resp, err := e.send(ctx, bcmp, bput)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			w, ahead, known, aerr := e.answered(ctx, resp, sent)
 			if w != nil {
@@ -353,12 +353,12 @@ type enqueueTxn struct {
 	explain bool
 }
 
-func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp) (*clientv3.TxnResponse, error) {
+func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp, bput []clientv3.Op) (*clientv3.TxnResponse, error) {
 	q := e.q
 	op := txnOp{dir: q.dir,
 		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp},
-		thens: []clientv3.Op{clientv3.OpGet(q.dir, e.get...),
-			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}}
+		thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
+			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...)}
 	if e.explain || e.sk.uncertain {
 		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
 	}
@@ -371,6 +371,9 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp) (*clientv3.Txn
 // barrier request.
 func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, sent int64) (*waiter, []*mvccpb.KeyValue, bool, error) {
 	if resp.Succeeded {
+		if sent == 0 {
+			e.q.s.learnBarrier(e.q.dir, resp.Header.Revision) // created with the key
+		}
 		w := e.q.newWaiter(e.sk, resp.Header.Revision)
 		w.seen = w.rev
 		return w, resp.Responses[0].GetResponseRange().Kvs, true, nil

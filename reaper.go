@@ -214,14 +214,13 @@ func (s *Session) settle(ctx context.Context, it *reapItem) (finished bool, err 
 	return err == nil, err
 }
 
-// deleteKey deletes the generation of key created at rev (rev > 0), with
-// the name's end marker: a Txn guarded by the create revision, so that it can
-// never delete a later key of the same name, whenever it is applied. A key
-// already gone counts as deleted.
+// deleteKey deletes the generation of key created at rev (rev > 0): a Txn
+// guarded by the create revision, so that it can never delete a later key of
+// the same name, whenever it is applied. A key already gone counts as deleted.
 func (s *Session) deleteKey(ctx context.Context, key string, rev int64) error {
 	_, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key), s.released(key, rev)).
+		Then(clientv3.OpDelete(key)).
 		Commit()
 	return err
 }

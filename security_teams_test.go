@@ -212,7 +212,8 @@ func teamsOtherTeamDenied(t *testing.T, ctx context.Context, sc *secureCluster, 
 }
 
 // teamsNoSecrets: the keys hold no secrets: every value is
-// {"v","identity","value","at"} (an end marker's: {"v","token","how","identity","at"}).
+// {"v","identity","value","at","granted"} (a break marker's: {"v","token","at"}; a
+// barrier has none).
 func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 	t.Helper()
 	resp, err := sc.root.Get(ctx, "", clientv3.WithPrefix())
@@ -232,13 +233,19 @@ func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 			t.Errorf("key %q outside %q", kv.Key, keyRoot)
 			continue
 		}
+		if _, _, ok := SessionOfKey(string(kv.Key)); ok {
+			if len(kv.Value) != 0 {
+				t.Errorf("barrier %q holds %q, want nothing", kv.Key, kv.Value)
+			}
+			continue
+		}
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(kv.Value, &fields); err != nil {
 			t.Errorf("value of %q: %v", kv.Key, err)
 		}
-		allowed := map[string]bool{"v": true, "identity": true, "value": true, "at": true}
-		if _, ok := EndOf(kv); ok {
-			allowed = map[string]bool{"v": true, "token": true, "how": true, "identity": true, "at": true}
+		allowed := map[string]bool{"v": true, "identity": true, "value": true, "at": true, "granted": true}
+		if _, ok := BrokenOf(kv); ok {
+			allowed = map[string]bool{"v": true, "token": true, "at": true}
 		}
 		for f := range fields {
 			if !allowed[f] {

@@ -374,8 +374,8 @@ func (s *Session) goRun(f func()) bool {
 
 // Close stops the keepalives, cancels every grant's context (cause
 // ErrSessionClosed unless the session was lost before), deletes the keys of
-// its grants and waits as Unlock does (guarded, with the name's end marker,
-// so a watcher sees them released, not expired; at most min(TTL, 5s)), and
+// its grants and waits as Unlock does (guarded, before the revoke, so a
+// watcher sees them released, not expired; at most min(TTL, 5s)), and
 // revokes the lease, which frees whatever is left; the revoke is retried for
 // at most min(TTL, 5s). It waits for every goroutine of the session. It
 // returns nil, or the revoke's error if the lease may still be alive (its
@@ -432,7 +432,7 @@ func (s *Session) untrack(w *waiter) {
 	delete(s.waiters, w)
 }
 
-// releaseAll sends one guarded delete, with its end marker, of every key
+// releaseAll sends one guarded delete of every key
 // the session still has (closeReleases at a time; the batcher groups them)
 // and waits for the answers or ctx. A key it does not delete goes with the
 // lease.

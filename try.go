@@ -112,10 +112,13 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 	sk := q.newKey(value)
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		bcmp, sent := q.s.barrierCmp(q.dir)
-		resp, err := q.tryTxn(ctx, sk, append(slices.Clip(cmps), bcmp), retry)
+		bcmp, bput, sent := q.s.barrierGuard(q.dir)
+		resp, err := q.tryTxn(ctx, sk, append(slices.Clip(cmps), bcmp), bput, retry)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			if resp.Succeeded {
+				if sent == 0 {
+					q.s.learnBarrier(q.dir, resp.Header.Revision) // created with the key
+				}
 				return q.newWaiter(sk, resp.Header.Revision), nil, nil
 			}
 			w, again, serr := q.settled(ctx, &sk, sent,
@@ -153,11 +156,11 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 
 // tryTxn sends one attempt of tryPut's Txn: put key if every cmp holds and
 // the key is new; else read the queue's first key, the key and the barrier.
-func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, retry bool) (*clientv3.TxnResponse, error) {
+func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
 	return q.s.commit(ctx, retry, txnOp{dir: q.dir,
 		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
-		thens: []clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))},
+		thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
 		elses: []clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
 			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}})
 }

@@ -177,21 +177,16 @@ func (s *Server) watch(ctx context.Context, from int64) error {
 func (s *Server) apply(evs []*mvccpb.Event) {
 	now := time.Now()
 	rev := evs[len(evs)-1].Kv.ModRevision
-	ends := map[string]string{} // endKey -> how, from the end markers written with the deletions
-	for _, e := range evs {
-		if end, ok := etcdlock.EndOf(e.Kv); ok && e.Type == mvccpb.PUT {
-			ends[endKey(end.Name, int64(end.Token))] = end.How
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	why := s.endsOf(evs)
 	for _, c := range s.v.apply(s.cfg.Prefix, evs, rev) {
 		for _, ev := range events(c, rev, now) {
 			switch {
 			case ev.Kind == kindGranted:
 				s.ch.grant(now, s.v.nwait)
 			case ev.Kind == kindEnded:
-				if how, ok := ends[endKey(ev.Name, ev.Token)]; ok {
+				if how := why.of(ev); how != "" {
 					classify(&ev, how, false, false)
 				}
 			}
@@ -205,6 +200,63 @@ func (s *Server) apply(evs []*mvccpb.Event) {
 		}
 	}
 	s.dirty = true
+}
+
+// ends is what one watch response shows of why its deleted keys went.
+type ends struct {
+	deleted  map[string]int64  // queue key -> the revision it was deleted at
+	broken   map[string]bool   // endKey of a grant a break marker names
+	barriers map[barrier]int64 // barrier -> the revision it was deleted at; 0: alive at the response's start
+}
+
+// endsOf reads evs, before the view applies them: deleted keys, break
+// markers, and the barriers the deletions' sessions had. c.mu is held.
+func (s *Server) endsOf(evs []*mvccpb.Event) ends {
+	e := ends{deleted: map[string]int64{}, broken: map[string]bool{}, barriers: map[barrier]int64{}}
+	for b := range s.v.barriers {
+		e.barriers[b] = 0
+	}
+	for _, ev := range evs {
+		key, rev := string(ev.Kv.Key), ev.Kv.ModRevision
+		name, lease, isBarrier := etcdlock.SessionOfKey(key)
+		switch {
+		case ev.Type == mvccpb.PUT && isBarrier:
+			if _, ok := e.barriers[barrier{name, lease}]; !ok {
+				e.barriers[barrier{name, lease}] = 0 // created in this response
+			}
+		case ev.Type == mvccpb.PUT:
+			if b, ok := etcdlock.BrokenOf(ev.Kv); ok {
+				e.broken[endKey(b.Name, int64(b.Token))] = true
+			}
+		case isBarrier:
+			e.barriers[barrier{name, lease}] = rev
+		default:
+			e.deleted[key] = rev
+		}
+	}
+	return e
+}
+
+// of tells how ev's key went: broken (a break marker at its deletion),
+// expired (its session's barrier went at the same revision: the lease
+// ended), released (the barrier lived on past it; classify makes it left
+// for a waiter), or "" when the barrier is unknown (a session of an older
+// etcdlock): then the lease must be asked about.
+func (e ends) of(ev event) string {
+	d, ok := e.deleted[ev.key]
+	if !ok {
+		return ""
+	}
+	gone, known := e.barriers[barrier{ev.Name, ev.lease}]
+	switch {
+	case e.broken[endKey(ev.Name, ev.Token)]:
+		return wentBroken
+	case known && gone == d:
+		return wentExpired
+	case known:
+		return wentReleased
+	}
+	return ""
 }
 
 // endKey identifies a key of a name by its token (unique in the name).
@@ -231,7 +283,7 @@ func (s *Server) classifyPending(ctx context.Context) {
 	defer s.mu.Unlock()
 	for _, ev := range pend {
 		if ev.Kind == kindEnded {
-			classify(&ev, "", live[ev.lease], known)
+			classify(&ev, wentUnknown, live[ev.lease], known)
 		}
 		s.tl.add(ev)
 	}

@@ -15,11 +15,19 @@ import (
 const (
 	kindGranted  = "granted"  // a key became a holder
 	kindWaiting  = "waiting"  // a key entered the queue behind a holder
-	kindReleased = "released" // a holder's session deleted its key (Unlock, Resign, Session.Close)
+	kindReleased = "released" // a holder's key was deleted while its lease lived (Unlock, Resign, Session.Close)
 	kindExpired  = "expired"  // a holder's or waiter's key went with its lease (TTL ran out, or it was revoked)
 	kindBroken   = "broken"   // a Break deleted the holder's key (from this page or elsewhere)
 	kindLeft     = "left"     // a waiter's key was deleted before its grant (canceled, timed out)
-	kindEnded    = "ended"    // a key was deleted without an end marker, and its lease could not be asked about
+	kindEnded    = "ended"    // a key was deleted, and how could not be told
+)
+
+// How a key went, as etcd shows it at the deletion (see ends.of).
+const (
+	wentUnknown  = ""         // no barrier of its session is known: ask about the lease
+	wentReleased = "released" // its session's barrier lived on
+	wentExpired  = "expired"  // its session's barrier went at the same revision
+	wentBroken   = "broken"   // a break marker named it
 )
 
 // event is one line of the timeline.
@@ -33,6 +41,7 @@ type event struct {
 	Lease    string    `json:"lease"`
 	Revision int64     `json:"revision"`
 	lease    clientv3.LeaseID
+	key      string
 	holder   bool // a holder's key (for a deletion)
 }
 
@@ -55,7 +64,7 @@ func events(c change, rev int64, now time.Time) []event {
 	var out []event
 	mk := func(kind string, e etcdlock.Entry, holder bool) event {
 		return event{At: now, Kind: kind, Name: c.name, Token: int64(e.Token), Identity: e.Identity,
-			Lease: lockjson.LeaseHex(e.Lease), Revision: rev, lease: e.Lease, holder: holder}
+			Lease: lockjson.LeaseHex(e.Lease), Revision: rev, lease: e.Lease, key: e.Key, holder: holder}
 	}
 	for _, e := range append(append([]etcdlock.Entry(nil), c.before.Holders...), c.before.Waiters...) {
 		if !still[e.Token] {
@@ -75,18 +84,17 @@ func events(c change, rev int64, now time.Time) []event {
 	return out
 }
 
-// classify names a deletion. how is what the name's end marker written with
-// it says (etcdlock.EndReleased or EndBroken; "" when the deletion wrote
-// none: the key went with its lease, by hand, or by an older etcdlock); then
-// live says whether its lease lived on, and known whether that is known at
-// all.
-func classify(ev *event, how string, live, known bool) {
+// classify names a deletion by how it went (see ends.of); for wentUnknown,
+// by whether its lease lived on (live), if that is known at all (known).
+func classify(ev *event, went string, live, known bool) {
 	switch {
-	case how == etcdlock.EndBroken:
+	case went == wentBroken:
 		ev.Kind = kindBroken
-	case how == etcdlock.EndReleased && ev.holder:
+	case went == wentExpired:
+		ev.Kind = kindExpired
+	case went == wentReleased && ev.holder:
 		ev.Kind = kindReleased
-	case how == etcdlock.EndReleased:
+	case went == wentReleased:
 		ev.Kind = kindLeft
 	case !known:
 		ev.Kind = kindEnded

@@ -50,10 +50,11 @@ func TestClassify(t *testing.T) {
 		live, known bool
 		want        string
 	}{
-		{true, etcdlock.EndReleased, false, false, kindReleased},
-		{false, etcdlock.EndReleased, false, false, kindLeft},
-		{true, etcdlock.EndBroken, false, false, kindBroken},
-		{true, "", true, true, kindReleased}, // no marker: an older etcdlock, or by hand
+		{true, wentReleased, false, false, kindReleased},
+		{false, wentReleased, false, false, kindLeft},
+		{true, wentBroken, false, false, kindBroken},
+		{false, wentExpired, false, false, kindExpired},
+		{true, "", true, true, kindReleased}, // no barrier known: an older etcdlock
 		{false, "", true, true, kindLeft},
 		{true, "", false, true, kindExpired},
 		{false, "", false, true, kindExpired},

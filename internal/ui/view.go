@@ -9,19 +9,32 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // view is the page's picture of etcd. It is not safe for concurrent use:
 // the Server guards it.
 type view struct {
-	names  map[string]map[string]*mvccpb.KeyValue // name -> key -> its latest version
-	sorted []string                               // the names in order; nil when it must be rebuilt
-	rev    int64                                  // the revision the view is at
-	keys   int                                    // how many keys it holds
-	nwait  int                                    // how many of them wait
+	names map[string]map[string]*mvccpb.KeyValue // name -> key -> its latest version
+	// barriers are the sessions' barrier keys under the prefix: a session
+	// has one in each name it uses, until its lease ends (see
+	// etcdlock.SessionOfKey).
+	barriers map[barrier]bool
+	sorted   []string // the names in order; nil when it must be rebuilt
+	rev      int64    // the revision the view is at
+	keys     int      // how many keys it holds
+	nwait    int      // how many of them wait
 }
 
-func newView() *view { return &view{names: map[string]map[string]*mvccpb.KeyValue{}} }
+func newView() *view {
+	return &view{names: map[string]map[string]*mvccpb.KeyValue{}, barriers: map[barrier]bool{}}
+}
+
+// barrier names a session's barrier key: its name and lease.
+type barrier struct {
+	name  string
+	lease clientv3.LeaseID
+}
 
 // change is what one batch of events did to one name: its state before
 // and after.
@@ -30,8 +43,13 @@ type change struct {
 	before, after etcdlock.LockState
 }
 
-// put adds or replaces kv, if it is a queue key under prefix.
+// put adds or replaces kv, if it is a queue key under prefix, or notes a
+// session's barrier.
 func (v *view) put(prefix string, kv *mvccpb.KeyValue) (string, bool) {
+	if name, lease, ok := etcdlock.SessionOfKey(string(kv.Key)); ok {
+		v.barriers[barrier{name, lease}] = true
+		return "", false
+	}
 	name, ok := etcdlock.NameOfKey(string(kv.Key))
 	if !ok || !strings.HasPrefix(name, prefix) {
 		return "", false
@@ -57,6 +75,10 @@ func compact(kv *mvccpb.KeyValue) *mvccpb.KeyValue {
 
 // del removes key, if the view has it.
 func (v *view) del(key string) (string, bool) {
+	if name, lease, ok := etcdlock.SessionOfKey(key); ok {
+		delete(v.barriers, barrier{name, lease})
+		return "", false
+	}
 	name, ok := etcdlock.NameOfKey(key)
 	if !ok {
 		return "", false
