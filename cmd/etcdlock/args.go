@@ -56,6 +56,24 @@ func checkName(cmd *cobra.Command, name string) error {
 	return nil
 }
 
+// checkPrefix checks a name prefix (ls PREFIX, ui --prefix) before etcdlock
+// connects: valid UTF-8 of at most 1024 bytes, as a name. A prefix that
+// starts with "etcdlock/" is allowed (a name may), but it is more likely the
+// etcd key prefix given by mistake: a note on stderr says so.
+func (a *app) checkPrefix(cmd *cobra.Command, what, prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if _, err := etcdlock.KeyPrefix(prefix); err != nil {
+		return usagef(cmd, "%s: %s", what, libErr(err))
+	}
+	if rest, ok := strings.CutPrefix(prefix, "etcdlock/"); ok {
+		a.logf("note: %s %q is a prefix of lock names, not of etcd keys (every key is under %q already): did you mean %q?",
+			what, prefix, "etcdlock/", rest)
+	}
+	return nil
+}
+
 // exactArgs checks for exactly the named positional arguments.
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {

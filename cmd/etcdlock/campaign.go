@@ -92,8 +92,12 @@ func (c *campaigner) loop(infos <-chan etcdlock.LeaderInfo, sigs <-chan os.Signa
 				return exitf(exitWaitTimeout, "timed out after %v (--wait) waiting for leadership %q", wait, c.name)
 			}
 			c.leading(r.l)
-		case <-sigs:
-			c.resign()
+		case sig := <-sigs:
+			if c.resign() {
+				c.a.logf("resigned leadership %q (%s)", c.name, sig)
+			} else {
+				c.a.logf("left the election %q without leading (%s)", c.name, sig)
+			}
 			return nil
 		}
 	}
@@ -105,9 +109,10 @@ func (c *campaigner) leading(l *etcdlock.Leadership) {
 	c.lead, c.lost, c.timeout = l, l.Context().Done(), nil
 }
 
-// resign ends the campaign and resigns if it led; a failure to resign is
-// only a warning, as closing the session revokes the lease anyway.
-func (c *campaigner) resign() {
+// resign ends the campaign and resigns if it led, which it reports; a
+// failure to resign is only a warning, as closing the session deletes the
+// key anyway.
+func (c *campaigner) resign() (led bool) {
 	c.stop()
 	if c.won != nil {
 		if r := <-c.won; r.err == nil {
@@ -115,11 +120,12 @@ func (c *campaigner) resign() {
 		}
 	}
 	if c.lead == nil {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.s.TTL(), maxRelease))
 	defer cancel()
 	if err := c.lead.Resign(ctx); err != nil && !errors.Is(err, etcdlock.ErrNotHeld) {
 		c.a.logf("warning: resign: %s", libErr(err))
 	}
+	return true
 }

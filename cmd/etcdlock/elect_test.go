@@ -71,14 +71,17 @@ func TestElectAndObserve(t *testing.T) {
 	waitState(t, cli, name, "second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 
 	first.signal(syscall.SIGINT) // resigns
-	if code, _ := first.wait(); code != 0 {
-		t.Fatalf("elect v1 exited %d; stderr: %s", code, first.stderr.String())
+	if code, _ := first.wait(); code != 0 || !strings.Contains(first.stderr.String(), "resigned leadership") {
+		t.Fatalf("elect v1 exited %d; stderr: %s; want 0 and that it resigned", code, first.stderr.String())
 	}
 	line := second.waitLine("leading")
 	if f := strings.Fields(line); len(f) != 3 || f[1] != "v2" {
 		t.Errorf("the command printed %q", line)
 	}
 	v2 := nextLeader(t, obs, "v2", func(v leaderJSON) bool { return v.Value == "v2" })
+	if at, err := time.Parse(time.RFC3339Nano, v2.At); err != nil || time.Since(at) > time.Minute || time.Since(at) < 0 {
+		t.Errorf("observe's line has no time of its own: %+v (%v)", v2, err)
+	}
 	if v2.Identity != "second" || v2.Token <= v1.Token || !strings.HasSuffix(line, " "+(etcdlock.Token(v2.Token)).String()) {
 		t.Errorf("observed %+v after v1 (token %d); the command printed %q", v2, v1.Token, line)
 	}

@@ -42,6 +42,9 @@ holder, sorted by name, with its holder and its number of waiters.`,
 			if len(args) == 1 {
 				prefix = args[0]
 			}
+			if err := a.checkPrefix(cmd, "PREFIX", prefix); err != nil {
+				return err
+			}
 			return a.ls(prefix, output)
 		},
 	}
@@ -58,6 +61,10 @@ func (a *app) ls(prefix, output string) error {
 			return err
 		case output == "json":
 			return a.printJSON(out)
+		}
+		if len(out) == 0 {
+			fmt.Fprintf(a.stdout, "no lock under %q has a holder\n", prefix)
+			return nil
 		}
 		return a.printLs(out)
 	})

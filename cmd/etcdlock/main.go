@@ -199,8 +199,9 @@ func (a *app) rootCmd() *cobra.Command {
 		Use:   "etcdlock",
 		Short: "Run a job under an etcd lock, see who holds and waits, elect, break",
 		Long: `etcdlock runs a command while holding a fair etcd lock (run), shows who holds
-and waits for a lock (status, ls), takes part in or watches a leader election
-(elect, observe) and breaks a stuck lock (break).
+and waits for a lock (status, ls, and a live status page: ui), takes part in
+or watches a leader election (elect, observe), shows or clears what run --once
+recorded (once) and breaks a stuck lock (break).
 
 Exit codes of run and elect: the command's own (128+N if it died of signal N);
 1 usage or connection error; 124 --wait or --max-runtime ran out; 125 lock or leadership lost

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/internal/lockjson"
@@ -14,6 +15,7 @@ import (
 
 // leaderJSON is one line of elect's and observe's JSON output.
 type leaderJSON struct {
+	At       string `json:"at"` // when etcdlock saw the state (RFC 3339, its clock)
 	Leader   bool   `json:"leader"`
 	Value    string `json:"value,omitempty"`
 	Token    int64  `json:"token,omitempty"`
@@ -23,10 +25,12 @@ type leaderJSON struct {
 	Self     bool   `json:"self,omitempty"`
 }
 
-// printLeader prints one leadership state; self marks this process's term.
+// printLeader prints one leadership state, stamped with when it was seen;
+// self marks this process's term.
 func (a *app) printLeader(info etcdlock.LeaderInfo, self bool, output string) {
+	at := time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	if output == "json" {
-		v := leaderJSON{Leader: info.Key != ""}
+		v := leaderJSON{At: at, Leader: info.Key != ""}
 		if v.Leader {
 			v.Value, v.Token, v.Key, v.Identity, v.Lease, v.Self = info.Value, int64(info.Token), info.Key, info.Identity, leaseHex(info.Lease), self
 		}
@@ -35,14 +39,14 @@ func (a *app) printLeader(info etcdlock.LeaderInfo, self bool, output string) {
 		return
 	}
 	if info.Key == "" {
-		fmt.Fprintln(a.stdout, "no leader")
+		fmt.Fprintf(a.stdout, "%s no leader\n", at)
 		return
 	}
 	mark := ""
 	if self {
 		mark = " (this process)"
 	}
-	fmt.Fprintf(a.stdout, "leader %s token=%d identity=%s lease=%s%s\n",
+	fmt.Fprintf(a.stdout, "%s leader %s token=%d identity=%s lease=%s%s\n", at,
 		strconv.Quote(info.Value), info.Token, strconv.Quote(info.Identity), leaseHex(info.Lease), mark)
 }
 

@@ -41,7 +41,8 @@ func TestRunOnceAcrossMachines(t *testing.T) {
 			t.Fatalf("machine %d exited %d; stderr: %s", i, code, p.stderr.String())
 		}
 		if strings.Contains(p.stderr.String(), "already done") {
-			oneErrorLine(t, p.stderr.String(), `run "2026-12-01" of "`+name+`": not running the command`)
+			oneErrorLine(t, p.stderr.String(), `run "2026-12-01" of "`+name+`" (the last completed run is "2026-12-01", recorded `)
+			oneErrorLine(t, p.stderr.String(), `: not running the command`)
 			done++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,11 @@ func TestRunRequeuesAfterOutage(t *testing.T) {
 		"--command-timeout", "20s", "run", name, "--ttl", "2", "--wait", "1m", "--"}, sh(`echo ran`)...)...)
 	first := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	link.Cut()
+	cut := time.Now()
 	waitState(t, cli, name, "the waiter's lease to expire", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 0 })
+	time.Sleep(4 * time.Second) // a longer outage than the TTL: the fault itself
 	link.Restore()
+	outage := time.Since(cut)
 	waitState(t, cli, name, "the waiter to queue again", func(st *etcdlock.LockState) bool {
 		return len(st.Waiters) == 1 && st.Waiters[0].Lease != first.Waiters[0].Lease
 	})
@@ -67,7 +71,16 @@ func TestRunRequeuesAfterOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := p.wait()
-	if stderr := p.stderr.String(); code != 0 || out != "ran" || !strings.Contains(stderr, "etcd was unreachable for about") {
+	stderr := p.stderr.String()
+	if code != 0 || out != "ran" || !strings.Contains(stderr, "etcd was unreachable for about") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 0, the command's output and why it queued again", code, out, stderr)
+	}
+	// The figure is the outage, give or take a renewal (TTL/10) and a probe.
+	var said time.Duration
+	if m := regexp.MustCompile(`unreachable for about ([0-9.]+m?s)`).FindStringSubmatch(stderr); m != nil {
+		said, _ = time.ParseDuration(m[1])
+	}
+	if said < outage-time.Second || said > outage+1500*time.Millisecond {
+		t.Fatalf("reported an outage of %v; the link was cut for %v", said, outage.Round(100*time.Millisecond))
 	}
 }

@@ -48,7 +48,8 @@ the grant (name, token, key) on stdout and hold it until SIGINT or SIGTERM
 Exit codes: CMD's own (128+N if it died of signal N), or 0 when --once found
 ID done; 1 usage or connection
 error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
-124 --wait ran out; 125 lock lost (or its lease not renewed in time, so
+124 --wait ran out (in the queue, or waiting for etcd) or --max-runtime ran
+out (CMD was terminated); 125 lock lost (or its lease not renewed in time, so
 etcdlock terminated CMD) while CMD ran; 126 CMD not runnable; 127 CMD not
 found; 128+N interrupted by signal N while waiting (no key left).`,
 		Example: `  etcdlock run billing/nightly --once "$(date -u +%F)" --wait 1h -- /opt/billing/run   # in every machine's crontab: once a day

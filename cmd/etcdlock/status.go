@@ -21,7 +21,13 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the holder and the waiters of a lock",
 		Long: `Show the holder(s) and the waiters of the lock (or election) NAME, in grant
 order, with their fencing token, lease, identity and the time left on their
-lease, read in one linearizable request (plus one TimeToLive per lease).`,
+lease, read in one linearizable request (plus one TimeToLive per lease).
+
+HELD is how long a holder has held the lock, IN QUEUE how long its key has
+been in the queue (both by the clock of the client that wrote the key). TTL
+LEFT is etcd's count: a healthy session renews every TTL/3 (etcdlock run:
+TTL/10), so a holder's dips to about two thirds of the TTL between renewals.
+A name used with run --once also shows its last completed run.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkName(cmd, args[0]); err != nil {

@@ -32,6 +32,9 @@ confirmation, then deletes exactly that grant (guarded by its token, as
 etcdlock break does). It runs until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.checkPrefix(cmd, "--prefix", prefix); err != nil {
+				return err
+			}
 			return a.serveUI(listen, prefix, allowBreak)
 		},
 	}
@@ -63,6 +66,9 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 		mode = "break allowed"
 	}
 	a.logf("serving the status page of %q on http://%s/ (%s); Ctrl-C ends it", prefix, ln.Addr(), mode)
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		a.logf("note: %s is reachable from other machines: anyone who can reach it sees every lock name and holder identity under %q, with no login", ln.Addr(), prefix)
+	}
 	return runUI(srv, ln, sigs)
 }
 

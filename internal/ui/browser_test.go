@@ -129,6 +129,16 @@ func TestBrowserQueue(t *testing.T) {
 	}
 	run(t, b, long, "the waiter moved to holder", chromedp.WaitVisible(css(holderSel(name, granted.Token()))),
 		chromedp.WaitNotPresent(css(waiterSel(name, granted.Token()))))
+	// The holder's line says how long it has held; the chart has its scale.
+	text = get(t, b, long, "the new holder's text", chromedp.Text(css(holderSel(name, granted.Token()))))
+	if !strings.Contains(text, "held ") {
+		t.Errorf("holder shows %q, want how long it has held", text)
+	}
+	axis := get(t, b, long, "the chart's axes", chromedp.Text(css(".axis.x")))
+	ymax := get(t, b, long, "the chart's scale", chromedp.Text(css("#ymax")))
+	if !strings.Contains(axis, "now") || !strings.Contains(axis, "15 min") || ymax == "" {
+		t.Errorf("chart axes %q, scale %q; want time labels and the top value", axis, ymax)
+	}
 }
 
 // TestBrowserBreak: with --allow-break the Break button asks for

@@ -155,6 +155,7 @@ async function loadChart() {
     const c = await resp.json();
     const most = Math.max(1, ...c.grants, ...c.waiters);
     $("chart").replaceChildren(polyline(c.grants, most, "g"), polyline(c.waiters, most, "w"));
+    $("ymax").textContent = most;
     const n = c.grants.length;
     $("gnow").textContent = "(now " + c.grants[n - 2] + ")";
     $("wnow").textContent = "(now " + c.waiters[n - 1] + ")";

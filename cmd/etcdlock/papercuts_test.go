@@ -1,0 +1,55 @@
+//go:build unix
+
+package main
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestOperatorPapercuts: what an operator reads says what happened.
+func TestOperatorPapercuts(t *testing.T) {
+	t.Run("ls with nothing held says so", func(t *testing.T) {
+		code, out, _ := run(t, "ls", uniqueName(t))
+		if code != 0 || !strings.Contains(out, "has a holder") || strings.Contains(out, "NAME") {
+			t.Fatalf("exit %d, stdout %q", code, out)
+		}
+	})
+	t.Run("help names every command and exit code", func(t *testing.T) {
+		_, root, _ := run(t, "--help")
+		_, runHelp, _ := run(t, "run", "--help")
+		for _, want := range []string{"status page: ui)", "(once)"} {
+			if !strings.Contains(root, want) {
+				t.Errorf("etcdlock --help does not mention %s", want)
+			}
+		}
+		if !regexp.MustCompile(`124 --wait ran out[^;]*--max-runtime ran\s+out`).MatchString(runHelp) {
+			t.Errorf("run --help does not say that --max-runtime exits 124:\n%s", runHelp)
+		}
+	})
+	t.Run("ui refuses a prefix that is no name and hints at the key prefix", func(t *testing.T) {
+		code, _, stderr := run(t, "ui", "--prefix", "bad\xff")
+		if code != exitUsage || !strings.Contains(stderr, "UTF-8") {
+			t.Errorf("invalid UTF-8: exit %d, stderr %q", code, stderr)
+		}
+		p := start(t, "ui", "--listen", "127.0.0.1:0", "--prefix", "etcdlock/team-a/")
+		waitStderr(t, p, regexp.MustCompile(`did you mean "team-a/"\?`))
+		p.signal(syscall.SIGINT)
+		p.wait()
+	})
+	t.Run("ui on every address says who can see it", func(t *testing.T) {
+		p := start(t, "ui", "--listen", "0.0.0.0:0")
+		waitStderr(t, p, regexp.MustCompile(`reachable from other machines`))
+		p.signal(syscall.SIGINT)
+		p.wait()
+		p = start(t, "ui", "--listen", "127.0.0.1:0")
+		waitStderr(t, p, regexp.MustCompile(`serving the status page`))
+		p.signal(syscall.SIGINT)
+		p.wait()
+		if strings.Contains(p.stderr.String(), "other machines") {
+			t.Errorf("a loopback page warns: %s", p.stderr.String())
+		}
+	})
+}
