@@ -41,24 +41,12 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	if code == 0 {
-		if err := goleak.Find(goleakOptions()...); err != nil {
+		if err := goleak.Find(embedtest.LeakOptions()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// goleakOptions ignores the background goroutines of etcd, grpc and the
-// runtime that outlive a closed cluster; none of ours.
-func goleakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil"),
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Stop"),
-	}
 }
 
 var nameSeq atomic.Int64
@@ -75,12 +63,7 @@ func newClient(t testing.TB, c *embedtest.Cluster) *clientv3.Client {
 	if c == nil {
 		c = shared
 	}
-	cli, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return c.TestClient(t)
 }
 
 // openSession opens a session on cli (a new shared-cluster client when nil),

@@ -114,7 +114,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/etcdlock/etcdlock/internal/supervise"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/supervise"
 	"github.com/spf13/cobra"
 )
 

@@ -77,23 +77,11 @@ func testMain(m *testing.M) (int, error) {
 	}
 	if code == 0 {
 		// The library sessions and clients of the tests are all closed.
-		if err := goleak.Find(goleakOptions()...); err != nil {
+		if err := goleak.Find(embedtest.LeakOptions()...); err != nil {
 			return 1, fmt.Errorf("goleak: %w", err)
 		}
 	}
 	return code, nil
-}
-
-// goleakOptions ignores the background goroutines of etcd, grpc and the
-// runtime that outlive a closed cluster (as the root package's tests do).
-func goleakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil"),
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Stop"),
-	}
 }
 
 func goTool() string {
@@ -298,12 +286,7 @@ func run(t testing.TB, args ...string) (code int, stdout, stderr string) {
 // newClient returns a client of the shared cluster, closed at cleanup.
 func newClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := cluster.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return cluster.TestClient(t)
 }
 
 // ctxFor returns a context that ends after d or with the test.

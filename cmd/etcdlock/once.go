@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

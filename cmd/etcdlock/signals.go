@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"sync"
 
-	"github.com/etcdlock/etcdlock/internal/supervise"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/supervise"
 )
 
 // Until the command starts, a forwarded signal ends what etcdlock is doing

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/internal/supervise"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/supervise"
 )
 
 // supervise runs argv while g is held, as the package documentation says:

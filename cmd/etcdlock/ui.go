@@ -5,7 +5,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/etcdlock/etcdlock/internal/ui"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/ui"
 	"github.com/spf13/cobra"
 )
 

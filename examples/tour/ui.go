@@ -1,44 +1,121 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"net"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
 
 	"github.com/etcdlock/etcdlock/embedtest"
-	"github.com/etcdlock/etcdlock/internal/ui"
 )
 
-// startUI serves etcdlock's status page of the tour's cluster on
-// cfg.ui for as long as the tour runs (--ui), and returns what stops it.
+// cliPackage is the etcdlock command, built and run for --ui: the status
+// page is the CLI's (`etcdlock ui`), so the tour shows exactly what an
+// operator sees, and this module's own graph stays that of a library user.
+const cliPackage = "github.com/etcdlock/etcdlock/cmd/etcdlock"
+
+// servingLine is how `etcdlock ui` reports the address it serves on.
+var servingLine = regexp.MustCompile(`on (http://\S+/) \(`)
+
+// startUI serves etcdlock's status page of the tour's cluster on cfg.ui for
+// as long as the tour runs (--ui), by running `etcdlock ui` (built with `go
+// build` into a temporary directory: a first build can take a minute), and
+// returns what stops it.
+// It fails when the command cannot start or does not report its address
+// within two minutes.
 func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), err error) {
-	cli, err := c.Client()
+	t.say("ui", 0, "building `etcdlock ui` (go build %s; the first build takes a while)", cliPackage)
+	dir, err := os.MkdirTemp("", "etcdlock-tour-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := ui.New(cli, ui.Config{})
-	if err != nil {
-		cli.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", t.cfg.ui)
-	if err != nil {
-		cli.Close()
-		return nil, err
+	bin := filepath.Join(dir, "etcdlock")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, cliPackage).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("go build %s: %w\n%s", cliPackage, err, out)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ctx, ln) // a failure only ends the page, not the tour
-	}()
-	url := "http://" + ln.Addr().String() + "/"
-	t.say("ui", 0, "status page on %s: watch the queues move (it closes with the tour)", url)
-	if t.cfg.onUI != nil {
-		t.cfg.onUI(url)
+	cmd := exec.CommandContext(ctx, bin, "--endpoints", strings.Join(c.Endpoints(), ","), "ui", "--listen", t.cfg.ui)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err == nil {
+		err = cmd.Start()
 	}
-	return func() {
+	if err != nil {
 		cancel()
-		<-done
-		cli.Close()
-	}, nil
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start etcdlock ui: %w", err)
+	}
+	urls := make(chan string, 1)
+	lines := make(chan string, 64)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		readServing(stderr, urls, lines)
+	}()
+	stop = func() {
+		cancel()
+		<-drained
+		_ = cmd.Wait() // ended by us: its exit status says nothing new
+		os.RemoveAll(dir)
+	}
+	select {
+	case url := <-urls:
+		t.say("ui", 0, "status page on %s: watch the queues move (it closes with the tour)", url)
+		if t.cfg.onUI != nil {
+			t.cfg.onUI(url)
+		}
+		return stop, nil
+	case <-drained:
+		stop()
+		return nil, fmt.Errorf("etcdlock ui ended before serving: %s", lastLines(lines))
+	case <-time.After(2 * time.Minute):
+		stop()
+		return nil, errors.New("etcdlock ui did not report its address within 2m")
+	}
+}
+
+// readServing reads the command's stderr to its end, sends the page's URL to
+// urls once it is reported, and keeps the latest lines in lines (oldest
+// dropped) for an error message.
+func readServing(r io.Reader, urls chan<- string, lines chan string) {
+	sc := bufio.NewScanner(r)
+	sent := false
+	for sc.Scan() {
+		line := sc.Text()
+		if m := servingLine.FindStringSubmatch(line); m != nil && !sent {
+			urls <- m[1]
+			sent = true
+		}
+		for {
+			select {
+			case lines <- line:
+			default:
+				<-lines
+				continue
+			}
+			break
+		}
+	}
+}
+
+// lastLines returns what lines holds, one per line.
+func lastLines(lines chan string) string {
+	var b strings.Builder
+	for {
+		select {
+		case l := <-lines:
+			b.WriteString("\n" + l)
+		default:
+			return b.String()
+		}
+	}
 }

@@ -20,7 +20,7 @@ import (
 func TestWriteScreenshot(t *testing.T) {
 	path := os.Getenv("ETCDLOCK_UI_SCREENSHOT")
 	if path == "" {
-		t.Skip("set ETCDLOCK_UI_SCREENSHOT=$PWD/../../docs/ui.png to write the README's screenshot")
+		t.Skip("set ETCDLOCK_UI_SCREENSHOT=$PWD/docs/ui.png (from the repository root) to write the README's screenshot")
 	}
 	b := browser(t)
 	cli := newClient(t)

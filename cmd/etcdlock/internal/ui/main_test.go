@@ -52,13 +52,8 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-			goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-			goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Stop"),
-			goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.NewExecAllocator.func2"),
+		if err := goleak.Find(append(embedtest.LeakOptions(),
+			goleak.IgnoreAnyFunction("github.com/chromedp/chromedp.NewExecAllocator.func2"))...,
 		); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
@@ -100,12 +95,7 @@ func uniquePrefix(t testing.TB) string {
 
 func newClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := cluster.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return cluster.TestClient(t)
 }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

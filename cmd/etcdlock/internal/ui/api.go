@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

@@ -1,0 +1,36 @@
+package embedtest
+
+import (
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+)
+
+// TestClient returns a new client to all members (see Client), closed when
+// t's test and its subtests end. It fails t when the client cannot be
+// made (the cluster is closed, a bad TLS setting).
+func (c *Cluster) TestClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// LeakOptions returns the goleak options that ignore the background
+// goroutines of etcd, gRPC and their logging that may outlive a closed
+// Cluster, and nothing of the caller's: pass them to goleak.Find or
+// goleak.VerifyTestMain after every Cluster and client is closed. Add
+// goleak options of your own for other libraries.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Stop"),
+	}
+}
