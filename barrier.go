@@ -20,22 +20,10 @@ package etcdlock
 
 import (
 	"context"
-	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// barrierEnd separates an escaped name from the barrier keys of its sessions.
-// An escaped name never contains "%/" (nor does "%!/"), so no queue read and
-// no List or Describe sees a barrier, and NamespacePrefix covers it.
-const barrierEnd = "%!/"
-
-// barrierKey returns the barrier of the session with lease in queue dir
-// (namePrefix(name)).
-func barrierKey(dir string, lease clientv3.LeaseID) string {
-	return dir[:len(dir)-len(nameEnd)] + barrierEnd + strconv.FormatInt(int64(lease), 16)
-}
 
 // barrierGuard returns what every key-creating write of the session in dir
 // carries: the comparison with the barrier's mod revision as the session

@@ -27,51 +27,6 @@ const (
 	batchBytes = 1 << 20
 )
 
-// txnOp is one write of the queue: a Txn on the keys of one queue (dir).
-type txnOp struct {
-	dir   string
-	cmps  []clientv3.Cmp
-	thens []clientv3.Op
-	elses []clientv3.Op
-}
-
-// size estimates the bytes op adds to a request.
-func (op txnOp) size() int {
-	n := 0
-	for _, c := range op.cmps {
-		n += len(c.KeyBytes()) + 24
-	}
-	for _, ops := range [][]clientv3.Op{op.thens, op.elses} {
-		for _, o := range ops {
-			n += len(o.KeyBytes()) + len(o.RangeBytes()) + len(o.ValueBytes()) + 24
-		}
-	}
-	return n
-}
-
-// send sends op alone, as a Txn of its own on kv.
-func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse, error) {
-	return kv.Txn(ctx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
-}
-
-// commit sends op: on a first attempt through the client's batcher (when
-// the session batches), else as a Txn of its own, over the leader's
-// connection unless retry (see attempt).
-func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
-	if b := s.keeper.batch; b != nil && !retry {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		defer cancel()
-		if resp, err := b.do(actx, s.observer(), op); !errors.Is(err, errBatcherStopped) {
-			return resp, err
-		}
-	}
-	actx, kv, done := s.attempt(ctx, retry)
-	defer done()
-	resp, err := op.send(actx, kv)
-	s.observer().Batched(1)
-	return resp, err
-}
-
 // errBatcherStopped: the batcher stopped before the write was sent.
 var errBatcherStopped = errors.New("etcdlock: batcher stopped")
 

@@ -14,12 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// brokenSuffix ends a name's break marker key:
-// "etcdlock/<escaped name>%!broken", outside the queue's range
-// "<escaped name>%/" (an escaped name never contains "%!"), so no queue read
-// or watch sees it.
-const brokenSuffix = "%!broken"
-
 // Broken is what a name's break marker says: Break deleted the key of Token
 // at the marker's revision. Break writes it in the transaction of its
 // delete, so a watcher of the name's keys sees the deletion and the marker

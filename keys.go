@@ -1,11 +1,12 @@
 package etcdlock
 
-// This file holds the frozen key layout (API.md, "Keys"). Two builds of the
+// This file holds the whole key layout, which is frozen: two builds of the
 // library, or the library and the CLI, must agree on it byte for byte.
 //
-//	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>
-//	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go)
+//	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>   a queue key
+//	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go says why)
 //	etcdlock/<escaped name>%!done            the name's completion record (once.go)
+//	etcdlock/<escaped name>%!broken          the name's break marker (end.go)
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
@@ -287,3 +288,26 @@ func OnceKey(name string) (string, error) {
 	}
 	return onceKey(name), nil
 }
+
+// barrierEnd separates an escaped name from the barrier keys of its sessions.
+// An escaped name never contains "%/" (nor does "%!/"), so no queue read and
+// no List or Describe sees a barrier, and NamespacePrefix covers it.
+const barrierEnd = "%!/"
+
+// barrierKey returns the barrier of the session with lease in queue dir
+// (namePrefix(name)).
+func barrierKey(dir string, lease clientv3.LeaseID) string {
+	return dir[:len(dir)-len(nameEnd)] + barrierEnd + strconv.FormatInt(int64(lease), 16)
+}
+
+// onceKey is the completion record of name: "etcdlock/<escaped>%!done".
+// It is outside the queue's range "etcdlock/<escaped>%/" (an escaped name
+// never contains "%!"), so no queue read, watch, Describe or List sees it,
+// and it has no lease: it outlives the sessions that wrote it.
+func onceKey(name string) string { return keyRoot + escapeName(name) + "%!done" }
+
+// brokenSuffix ends a name's break marker key:
+// "etcdlock/<escaped name>%!broken", outside the queue's range
+// "<escaped name>%/" (an escaped name never contains "%!"), so no queue read
+// or watch sees it.
+const brokenSuffix = "%!broken"

@@ -130,8 +130,7 @@ func result(err error) string {
 }
 
 // finishAcquire reports an acquisition that started at start. On success it
-// logs the grant and arranges for its end (release or loss) to be logged and
-// reported once.
+// logs the grant and arranges for its end to be reported (reportEnd).
 func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 	kind, mode := kindOfTag(q.tag)
 	ev := AcquireEvent{Kind: kind, Mode: mode, Name: q.name, Result: result(err), Wait: time.Since(start), Err: err}
@@ -154,20 +153,5 @@ func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 	} else {
 		logAt(zap.DebugLevel, "granted", zap.Duration("wait", ev.Wait))
 	}
-	granted := time.Now()
-	context.AfterFunc(w.ctx, func() {
-		cause := context.Cause(w.ctx)
-		held := time.Since(granted)
-		switch {
-		case errors.Is(cause, ErrReleased) && kind == kindElection:
-			logAt(zap.InfoLevel, "leadership resigned", zap.Duration("held", held))
-		case errors.Is(cause, ErrReleased):
-			logAt(zap.DebugLevel, "released", zap.Duration("held", held))
-		case kind == kindElection:
-			logAt(zap.WarnLevel, "leadership lost", zap.Duration("held", held), zap.NamedError("cause", cause))
-		default:
-			logAt(zap.WarnLevel, "lock lost", zap.Duration("held", held), zap.NamedError("cause", cause))
-		}
-		q.s.observer().Released(ReleaseEvent{Kind: kind, Mode: mode, Name: q.name, Token: Token(w.rev), Held: held, Cause: cause})
-	})
+	w.reportEnd(kind, mode, logAt)
 }

@@ -12,12 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// onceKey is the completion record of name: "etcdlock/<escaped>%!done".
-// It is outside the queue's range "etcdlock/<escaped>%/" (an escaped name
-// never contains "%!"), so no queue read, watch, Describe or List sees it,
-// and it has no lease: it outlives the sessions that wrote it.
-func onceKey(name string) string { return keyRoot + escapeName(name) + "%!done" }
-
 // onceRecord is the JSON value of a completion record.
 type onceRecord struct {
 	V        int    `json:"v"`
@@ -27,7 +21,7 @@ type onceRecord struct {
 	At       string `json:"at"`       // when, by the recording client's clock (RFC 3339)
 }
 
-// Done reports whether the completion record of the lock's name already
+// Completed reports whether the completion record of the lock's name already
 // holds id or an id that sorts after it (byte order), that is, whether a run
 // of id, or of a later id, completed. Ids must therefore sort in the order
 // of the runs: ISO dates such as 2026-12-02, or zero-padded counters. The
@@ -35,18 +29,23 @@ type onceRecord struct {
 // anything yet, and every earlier holder's record is seen. So its answer
 // counts only while the grant is current: the read ends when the grant ends
 // (Context), and an answer that comes after the grant ended is not
-// returned. Done returns an error wrapping ErrNotHeld and the loss cause when
+// returned. Completed returns an error wrapping ErrNotHeld and the loss cause when
 // the grant ended before the answer; ErrInvalidArgument for an empty id, for
 // a shared grant (a Semaphore of more than one, an RWMutex reader: its
 // holders run at once, so nothing of theirs can run once) and for a record
 // that etcdlock did not write; and the read's error (wrapping ctx's)
 // otherwise.
-func (l *Lock) Done(ctx context.Context, id string) (bool, error) {
+func (l *Lock) Completed(ctx context.Context, id string) (bool, error) {
 	c, ok, err := l.completion(ctx, id)
 	return ok && c.ID >= id, err
 }
 
-// completion is Done's read: the name's completion record (ok false when
+// Done is Completed.
+//
+// Deprecated: use Completed; Done reads as a channel, which it is not.
+func (l *Lock) Done(ctx context.Context, id string) (bool, error) { return l.Completed(ctx, id) }
+
+// completion is Completed's read: the name's completion record (ok false when
 // there is none), read under the grant.
 func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool, err error) {
 	q := l.w.q
@@ -70,7 +69,7 @@ func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool
 	return c, true, nil
 }
 
-// onceArgs checks the arguments of Done and MarkDone: a run id, and a grant
+// onceArgs checks the arguments of Completed and MarkDone: a run id, and a grant
 // that only one holder has at a time.
 func (l *Lock) onceArgs(id string) error {
 	switch {
@@ -86,12 +85,12 @@ func (l *Lock) onceArgs(id string) error {
 // MarkDone records id as the last completed run of the lock's name,
 // guarded by the grant: the write is applied only while this grant is
 // current, so a holder that lost the lock (its lease expired while it was
-// paused, or it was broken) records nothing, and the next holder's Done
+// paused, or it was broken) records nothing, and the next holder's Completed
 // sees every record made before it was granted. The write ends when the
-// grant ends (Context), as Done's read does. MarkDone returns nil once
+// grant ends (Context), as Completed's read does. MarkDone returns nil once
 // recorded; an error wrapping ErrNotHeld and the loss cause if the grant had
 // ended (if the write was in flight then, it may have been applied, but
-// only while the grant was current); ErrInvalidArgument as Done; and the
+// only while the grant was current); ErrInvalidArgument as Completed; and the
 // write's error (wrapping ctx's) otherwise, after which the record may or
 // may not have been written (only ever by this grant).
 func (l *Lock) MarkDone(ctx context.Context, id string) error {
@@ -120,7 +119,7 @@ func (l *Lock) MarkDone(ctx context.Context, id string) error {
 
 // RunOnce runs fn at most once per id among the runs that complete. It
 // takes the lock (waiting in FIFO order, as Lock), reads the name's
-// completion record (Done), and if that holds id or a later id it releases
+// completion record (Completed), and if that holds id or a later id it releases
 // and returns an error wrapping ErrAlreadyDone without calling fn.
 // Otherwise it calls fn with the grant's context (ended on loss, see
 // Lock.Context) and the grant, and if fn returns nil it records id, guarded
@@ -132,7 +131,7 @@ func (l *Lock) MarkDone(ctx context.Context, id string) error {
 // be fenced with the grant's token (Lock.Token, Lock.Guard) where a repeat
 // matters.
 // Only a completed run is exactly-once, and only while every caller uses the
-// same name and ids that sort in the order of the runs (see Done).
+// same name and ids that sort in the order of the runs (see Completed).
 //
 // RunOnce returns nil when fn ran and id was recorded and released; the
 // errors of Lock; ErrInvalidArgument for an empty id or a nil fn (before

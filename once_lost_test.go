@@ -146,7 +146,7 @@ func TestProclaimEndsWithTerm(t *testing.T) {
 	}
 }
 
-// TestOnceNeedsAnExclusiveGrant: Done and MarkDone refuse a shared grant (a
+// TestOnceNeedsAnExclusiveGrant: Completed and MarkDone refuse a shared grant (a
 // semaphore of more than one, a reader), whose holders run at once, with
 // ErrInvalidArgument and without writing a record; an exclusive grant of
 // each kind has them.
@@ -172,7 +172,7 @@ func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.Unlock(ctx) })
-			done, derr := l.Done(ctx, "1")
+			done, derr := l.Completed(ctx, "1")
 			merr := l.MarkDone(ctx, "1")
 			if tc.shared {
 				if !errors.Is(derr, ErrInvalidArgument) || !errors.Is(merr, ErrInvalidArgument) {
@@ -186,7 +186,7 @@ func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
 			if derr != nil || done || merr != nil {
 				t.Fatalf("Done: %v, %v, MarkDone: %v; want false, nil, nil", done, derr, merr)
 			}
-			if done, err := l.Done(ctx, "1"); err != nil || !done {
+			if done, err := l.Completed(ctx, "1"); err != nil || !done {
 				t.Fatalf("Done after MarkDone: %v, %v; want true", done, err)
 			}
 		})

@@ -8,25 +8,11 @@ package etcdlock
 // fencing token. A waiter watches only the key(s) its policy names
 // (wait.go), so a release wakes one waiter.
 //
-// A key's life, and who frees its slot (the name is reused only once no
-// write of it can still be applied: DESIGN.md, "Writes of unknown outcome"):
-//
-//	written   enqueue or tryPut answered    -> waiting or held
-//	held      the policy granted            -> released, lost or abandoned
-//	released  Unlock deleted it (guarded)   release frees the slot; if the
-//	                                        delete's outcome stays unknown,
-//	                                        the reaper deletes it, then frees
-//	lost      deleted by someone else, or   lost frees the slot
-//	          the lease is gone
-//	abandoned the acquisition failed        abandon removes it now or hands it
-//	                                        to the reaper, which frees the slot
-//	unknown   a write's outcome is unknown  gone: the reaper raises the
-//	          and the acquisition gives up  barrier, deletes what exists, frees
+// A key's life cycle is in waiter.go.
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -34,14 +20,8 @@ import (
 	"go.uber.org/zap"
 )
 
-const (
-	lossLookup = 3 * time.Second
-	// attemptTimeout bounds one attempt of a request that the library
-	// retries. A request caught in flight by an etcd leader crash otherwise
-	// waits out etcd's own request timeout (5s + 2 election timeouts) before
-	// failing; every retried request here is idempotent.
-	attemptTimeout = 2 * time.Second
-)
+// lossLookup bounds the read that tells why a waiter's key is gone (lost).
+const lossLookup = 3 * time.Second
 
 // queue is one name's queue for one kind of recipe.
 type queue struct {
@@ -67,29 +47,6 @@ func (q queue) errorf(err error) error { return newError(q.verb, q.name, err) }
 
 // opError wraps err of another operation (op) on the queue's name.
 func (q queue) opError(op string, err error) error { return newError(op, q.name, err) }
-
-// waiter is one acquisition: its key, its place, and the context that ends
-// when the grant is lost or released.
-type waiter struct {
-	// Set by newWaiter, then read-only.
-	q    queue
-	sk   slotKey
-	key  string
-	rev  int64
-	ctx  context.Context // child of the session's context
-	lose context.CancelCauseFunc
-
-	// seen is the revision at which the keys ahead were last learned (by
-	// the enqueue Txn or a read); only the acquiring goroutine uses it.
-	seen int64
-	// grantedAt is when a wait ended in the grant (zero for a key granted
-	// as it entered the queue); set by the acquiring goroutine before the
-	// grant is returned, read-only after.
-	grantedAt time.Time
-
-	monitorOnce sync.Once
-	freeOnce    sync.Once
-}
 
 // slotKey is an acquisition's key and the session slot it occupies.
 type slotKey struct {
@@ -136,21 +93,6 @@ func (q queue) gone(sk slotKey) {
 func (q queue) drop(sk slotKey) {
 	sk.uncertain = true
 	q.gone(sk)
-}
-
-// free releases the waiter's slot once its key is gone.
-func (w *waiter) free() {
-	w.freeOnce.Do(func() {
-		w.q.s.untrack(w)
-		w.q.gone(w.sk)
-	})
-}
-
-func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
-	w := &waiter{q: q, sk: sk, key: sk.key, rev: rev}
-	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)
-	q.s.track(w)
-	return w
 }
 
 // acquisition is the frame every Lock and Try path runs in. It fails at once
@@ -208,25 +150,6 @@ func (q queue) acquire(ctx context.Context, value string, pol policy) (*waiter, 
 	})
 }
 
-// asLock wraps the waiter of a successful acquisition in a Lock.
-func asLock(w *waiter, err error) (*Lock, error) {
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{w: w}, nil
-}
-
-// abandon gives up the acquisition: it ends the waiter's context and deletes
-// its key (guarded by its create revision) before it returns, or through the
-// session's reaper when the cluster does not answer in time.
-func (w *waiter) abandon(cause error) {
-	if cause == nil {
-		cause = context.Canceled
-	}
-	w.lose(cause)
-	w.q.s.removeNow(reapItem{key: w.key, rev: w.rev, done: w.free})
-}
-
 // checkKind fails with ErrKindMismatch when a key ahead belongs to another
 // kind of recipe (or a semaphore of another size). It checks every key the
 // policy read, not only the nearest: a refused joiner's key may sit between
@@ -271,14 +194,14 @@ func (q queue) retryUnknown(ctx context.Context, sk *slotKey, b *backoff, err er
 	return nil
 }
 
-// settled handles the Else branch of a key-creating Txn whose compares
+// resolveRefusal handles the Else branch of a key-creating Txn whose compares
 // failed: mine is what it read of the key, barrier what it read of the
 // session's barrier. It returns a waiter when an earlier attempt of this
 // acquisition created the key; again when the Txn must be sent again at once
 // (the barrier moved, or a key of this name outlived its acquisition and sk
 // now names another slot); neither when the caller's own compares refused
 // it; or the error of a barrier request.
-func (q queue) settled(ctx context.Context, sk *slotKey, sent int64, mine, barrier []*mvccpb.KeyValue) (w *waiter, again bool, err error) {
+func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine, barrier []*mvccpb.KeyValue) (w *waiter, again bool, err error) {
 	if len(mine) > 0 {
 		if sk.uncertain {
 			// An earlier attempt of this acquisition was applied (the slot's
@@ -382,7 +305,7 @@ func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, s
 		e.explain = true // sent without Else: ask again, with it
 		return nil, nil, false, nil
 	}
-	w, _, err := e.q.settled(ctx, &e.sk, sent,
+	w, _, err := e.q.resolveRefusal(ctx, &e.sk, sent,
 		resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 	return w, nil, false, err
 }

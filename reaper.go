@@ -29,7 +29,7 @@ type reaper struct {
 	s *Session
 
 	mu      sync.Mutex
-	queue   []reapItem // to settle, oldest first
+	queue   []reapItem // to reap, oldest first
 	parked  []reapItem // keys it may not delete: done when the session ends
 	running bool       // a loop goroutine runs (or is being started)
 }
@@ -54,7 +54,7 @@ func (s *Session) reapUnknown(dir, key string, done func()) {
 // acquisition leaves no key behind when the cluster answers.
 func (s *Session) removeNow(it reapItem) {
 	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
-	finished, err := s.settle(ctx, &it)
+	finished, err := s.reapStep(ctx, &it)
 	cancel()
 	if !finished && classify(err) == leaseGone {
 		finished = true
@@ -97,7 +97,7 @@ func (r *reaper) add(it reapItem) {
 	}
 }
 
-// next returns the item to settle next; false, after finishing what is left,
+// next returns the item to reap next; false, after finishing what is left,
 // when there is none or the session is over.
 func (r *reaper) next() (reapItem, bool) {
 	r.mu.Lock()
@@ -132,9 +132,9 @@ func (r *reaper) park(it reapItem) {
 	it.finish()
 }
 
-// sessionEnded finishes the parked items; the session calls it once it is
+// finishParked finishes the parked items; the session calls it once it is
 // over.
-func (r *reaper) sessionEnded() {
+func (r *reaper) finishParked() {
 	r.mu.Lock()
 	parked := r.parked
 	r.parked = nil
@@ -159,7 +159,7 @@ func (r *reaper) loop() {
 		if !ok {
 			return
 		}
-		finished, err := s.settle(s.ctx, &it)
+		finished, err := s.reapStep(s.ctx, &it)
 		if finished {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			it.finish()
@@ -184,11 +184,11 @@ func (r *reaper) loop() {
 	}
 }
 
-// settle takes it one step further: for a key of unknown outcome, it raises
+// reapStep takes it one step further: for a key of unknown outcome, it raises
 // the barrier and reads what exists (nothing: finished); then it deletes the
 // key guarded by its create revision. finished reports that the key is gone
 // for good; err is the failed request's error otherwise.
-func (s *Session) settle(ctx context.Context, it *reapItem) (finished bool, err error) {
+func (s *Session) reapStep(ctx context.Context, it *reapItem) (finished bool, err error) {
 	if it.rev == 0 {
 		if !it.raised {
 			if err := s.raiseBarrier(ctx, it.dir); err != nil {

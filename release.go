@@ -4,11 +4,14 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -62,7 +65,7 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 			// Never succeeds (no permission to delete): the key goes with the lease.
 			return q.opError(op, err), true
 		}
-		if serr := w.sessionEnded(err); serr != nil {
+		if serr := w.retryFutile(err); serr != nil {
 			// No later attempt can succeed: the key goes with the lease.
 			w.free()
 			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
@@ -70,7 +73,7 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 		unknown = true
 		q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
 		if !b.waitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
-			if serr := w.sessionEnded(nil); serr != nil {
+			if serr := w.retryFutile(nil); serr != nil {
 				w.free()
 				return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
 			}
@@ -102,12 +105,12 @@ func (w *waiter) lossCause() error {
 	return ErrLockLost
 }
 
-// sessionEnded returns the error that makes a release's retries pointless:
+// retryFutile returns the error that makes a release's retries pointless:
 // the session's own (ErrSessionExpired or ErrSessionClosed) once it ended,
 // and ErrSessionExpired once its client is closed (cli.Ctx done, or err is
 // the client's "connection is closing" error) before the session noticed.
 // It returns nil while retrying can still delete the key.
-func (w *waiter) sessionEnded(err error) error {
+func (w *waiter) retryFutile(err error) error {
 	s := w.q.s
 	if serr := s.Err(); serr != nil {
 		return serr
@@ -117,4 +120,26 @@ func (w *waiter) sessionEnded(err error) error {
 		return ErrSessionExpired
 	}
 	return nil
+}
+
+// reportEnd arranges for the end of w's grant (a release or a loss: its
+// context's cause) to be logged through logAt and reported to the Observer,
+// once, when w's context ends.
+func (w *waiter) reportEnd(kind, mode string, logAt func(lvl zapcore.Level, msg string, more ...zap.Field)) {
+	granted := time.Now()
+	context.AfterFunc(w.ctx, func() {
+		cause := context.Cause(w.ctx)
+		held := time.Since(granted)
+		switch {
+		case errors.Is(cause, ErrReleased) && kind == kindElection:
+			logAt(zap.InfoLevel, "leadership resigned", zap.Duration("held", held))
+		case errors.Is(cause, ErrReleased):
+			logAt(zap.DebugLevel, "released", zap.Duration("held", held))
+		case kind == kindElection:
+			logAt(zap.WarnLevel, "leadership lost", zap.Duration("held", held), zap.NamedError("cause", cause))
+		default:
+			logAt(zap.WarnLevel, "lock lost", zap.Duration("held", held), zap.NamedError("cause", cause))
+		}
+		w.q.s.observer().Released(ReleaseEvent{Kind: kind, Mode: mode, Name: w.q.name, Token: Token(w.rev), Held: held, Cause: cause})
+	})
 }

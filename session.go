@@ -150,63 +150,6 @@ func (s *Session) observer() Observer { return s.opts.observer }
 
 func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 
-// attempt prepares one attempt of a request the queue retries: ctx bounded
-// by attemptTimeout, the KV to send it on, and the func to call when the
-// attempt is done. The KV is the keeper's connection while it lends one
-// (keeper.borrow), else the client's balanced one; a retry (an earlier
-// attempt failed) always uses the balanced one, since the keeper's
-// connection may lead to a dead or unreachable member until the keeper
-// notices.
-func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	if !retry {
-		if lc := s.keeper.borrow(); lc != nil {
-			return actx, lc.kv, func() { lc.giveBack(); cancel() }
-		}
-	}
-	return actx, s.cli, cancel
-}
-
-// connWait bounds how long a watch waits for the keeper to lend a
-// connection before it opens on the client's balanced one (see watcher).
-const connWait = time.Second
-
-// watcher returns the Watcher for the session's watches (a waiter's
-// predecessor watch, a grant's monitor, Observe) and a channel that is closed
-// when the watch must move: re-open it from the last revision seen + 1. With
-// pinning, a watch runs on the keeper's connection, the path its keepalives
-// prove alive every renewal: when that path fails, the keeper moves and the
-// watch moves with it (its connection is retired, which also ends the watch).
-// While the keeper lends no connection (it is finding the next one), watcher
-// waits up to connWait (less if ctx ends or stop is closed) for one; then it returns the
-// client's balanced connection until the keeper lends one. A watch on the
-// balanced connection alone could stay on a path that silently drops
-// packets for as long as the client's gRPC keepalive lets it (by default,
-// forever). Without pinning, on a wrapped client, or once the session has
-// ended, it returns the client and a nil channel.
-func (s *Session) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
-	if !s.opts.pinning || !plainClient(s.cli) || s.ctx.Err() != nil {
-		return s.cli, nil // an ended session's keeper lends nothing more
-	}
-	l := s.keeper.lent.Load()
-	if l.conn == nil {
-		t := time.NewTimer(connWait)
-		select {
-		case <-l.moved:
-			l = s.keeper.lent.Load()
-		case <-t.C:
-		case <-ctx.Done():
-		case <-stop:
-		case <-s.ctx.Done():
-		}
-		t.Stop()
-	}
-	if l.conn != nil {
-		return l.conn.watcher, l.moved
-	}
-	return s.cli, l.moved
-}
-
 // value returns the stored form of the value of a key named sk, granted at
 // granted (zero: before its grant, or at its enqueue; see encodeValue).
 func (s *Session) value(sk slotKey, granted time.Time) string {
@@ -257,7 +200,7 @@ func (s *Session) expire(cause error, reason string) {
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
-	defer s.reaper.sessionEnded() // the parked keys go with the lease
+	defer s.reaper.finishParked() // the parked keys go with the lease
 	if revoke {
 		go func() {
 			defer s.wg.Done()

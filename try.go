@@ -121,7 +121,7 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 				}
 				return q.newWaiter(sk, resp.Header.Revision), nil, nil
 			}
-			w, again, serr := q.settled(ctx, &sk, sent,
+			w, again, serr := q.resolveRefusal(ctx, &sk, sent,
 				resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
 			switch {
 			case w != nil:

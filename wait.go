@@ -80,26 +80,6 @@ func (w *waiter) granted(ctx context.Context, pol policy, waited bool) error {
 	return w.q.s.live()
 }
 
-// stamp writes the grant's moment into its key's value, once, in a goroutine
-// of the session, so that inspection can say how long the lock has been held
-// (Entry.Granted) without the hand-off waiting for a write. It is guarded
-// by the key's create revision and by its mod revision being that too (the
-// key unchanged since its enqueue), so it never touches a later key of the
-// name nor overwrites a later value (a Proclaim). Best effort: one attempt,
-// given up when the grant ends first; a stamp that is lost, or lands after
-// a Proclaim, leaves the key without one.
-func (w *waiter) stamp() {
-	w.q.s.goRun(func() {
-		_, err := w.q.s.commit(w.ctx, false, txnOp{dir: w.q.dir,
-			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
-				clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
-		if err != nil && w.ctx.Err() == nil {
-			w.q.s.log.Debug("grant stamp not written", zap.String("key", w.key), zap.Error(err))
-		}
-	})
-}
-
 // waiting marks the start of a wait that watches (for the Observer), and
 // arranges the waiter's monitor. It returns what to run when the wait ends.
 func (w *waiter) waiting() (stop func()) {
@@ -114,32 +94,6 @@ func (w *waiter) waiting() (stop func()) {
 	return func() {
 		monitor.Stop()
 		w.q.s.observer().Waiting(kind, w.q.name, -1)
-	}
-}
-
-// touch rewrites the waiter's key with its value and grant stamp (guarded by
-// its create revision), retrying until ctx ends, so that a waiter watching it
-// re-reads.
-func (w *waiter) touch(ctx context.Context) error {
-	b := newBackoff(requestFloor, requestCeil)
-	for retry := false; ; retry = true {
-		resp, err := w.q.s.commit(ctx, retry, txnOp{dir: w.q.dir,
-			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
-		switch classify(err) {
-		case applied:
-			if resp.Succeeded {
-				return nil
-			}
-			return w.lost()
-		case leaseGone:
-			return w.q.s.leaseLost()
-		case refused:
-			return err
-		}
-		if !b.wait(ctx) {
-			return ctxErr(ctx, ctx.Err())
-		}
 	}
 }
 
@@ -374,25 +328,4 @@ func (w *waiter) readAt(ctx context.Context, rev int64, pol policy, retry bool) 
 	actx, kv, done := w.q.s.attempt(ctx, retry)
 	defer done()
 	return kv.Get(actx, w.q.dir, opts...)
-}
-
-// lost finds out why the waiter's key is gone, ends its context with that
-// cause and returns it: ErrSessionExpired when the lease is gone, else
-// ErrLockLost. The key's name is free for reuse then.
-func (w *waiter) lost() error {
-	defer w.free()
-	if w.ctx.Err() == nil {
-		cause := ErrLockLost
-		ctx, cancel := context.WithTimeout(w.q.s.ctx, lossLookup)
-		gone, err := w.q.s.leaseGone(ctx)
-		cancel()
-		switch {
-		case gone:
-			cause = ErrSessionExpired
-		case err != nil:
-			w.q.s.log.Warn("cannot tell why a key is gone; reporting it as lost", zap.String("key", w.key), zap.Error(err))
-		}
-		w.lose(cause)
-	}
-	return context.Cause(w.ctx)
 }

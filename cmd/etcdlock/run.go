@@ -116,7 +116,7 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 // onceGrant makes g a --once grant: it fails with errOnceDone (g released)
 // when id is already done, and records id on the command's success.
 func onceGrant(ctx context.Context, s *etcdlock.Session, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
-	done, err := l.Done(ctx, id)
+	done, err := l.Completed(ctx, id)
 	if err == nil && done {
 		err = fmt.Errorf("%w: run %q of %q", errOnceDone, id, g.name)
 		if c, ok, cerr := etcdlock.LastCompletion(ctx, s.Client(), g.name); cerr == nil && ok {

@@ -1,0 +1,124 @@
+package etcdlock
+
+// This file holds the paths a session's requests take: every write of the
+// queue goes through commit (one attempt at a time, through the client's
+// batcher unless batching is off), every attempt's connection comes from
+// attempt, and every watch's from watcher. Both follow the keeper's
+// connection while it lends one (leaderconn.go), so a path that black-holes
+// is left when the keeper leaves it.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// txnOp is one write of the queue: a Txn on the keys of one queue (dir).
+type txnOp struct {
+	dir   string
+	cmps  []clientv3.Cmp
+	thens []clientv3.Op
+	elses []clientv3.Op
+}
+
+// size estimates the bytes op adds to a request.
+func (op txnOp) size() int {
+	n := 0
+	for _, c := range op.cmps {
+		n += len(c.KeyBytes()) + 24
+	}
+	for _, ops := range [][]clientv3.Op{op.thens, op.elses} {
+		for _, o := range ops {
+			n += len(o.KeyBytes()) + len(o.RangeBytes()) + len(o.ValueBytes()) + 24
+		}
+	}
+	return n
+}
+
+// send sends op alone, as a Txn of its own on kv.
+func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse, error) {
+	return kv.Txn(ctx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
+}
+
+// commit sends op: on a first attempt through the client's batcher (when
+// the session batches), else as a Txn of its own, over the leader's
+// connection unless retry (see attempt).
+func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+	if b := s.keeper.batch; b != nil && !retry {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		if resp, err := b.do(actx, s.observer(), op); !errors.Is(err, errBatcherStopped) {
+			return resp, err
+		}
+	}
+	actx, kv, done := s.attempt(ctx, retry)
+	defer done()
+	resp, err := op.send(actx, kv)
+	s.observer().Batched(1)
+	return resp, err
+}
+
+// attemptTimeout bounds one attempt of a request that the library retries.
+// A request caught in flight by an etcd leader crash otherwise waits out
+// etcd's own request timeout (5s + 2 election timeouts) before failing; every
+// retried request here is idempotent.
+const attemptTimeout = 2 * time.Second
+
+// attempt prepares one attempt of a request the queue retries: ctx bounded
+// by attemptTimeout, the KV to send it on, and the func to call when the
+// attempt is done. The KV is the keeper's connection while it lends one
+// (keeper.borrow), else the client's balanced one; a retry (an earlier
+// attempt failed) always uses the balanced one, since the keeper's
+// connection may lead to a dead or unreachable member until the keeper
+// notices.
+func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	if !retry {
+		if lc := s.keeper.borrow(); lc != nil {
+			return actx, lc.kv, func() { lc.giveBack(); cancel() }
+		}
+	}
+	return actx, s.cli, cancel
+}
+
+// connWait bounds how long a watch waits for the keeper to lend a
+// connection before it opens on the client's balanced one (see watcher).
+const connWait = time.Second
+
+// watcher returns the Watcher for the session's watches (a waiter's
+// predecessor watch, a grant's monitor, Observe) and a channel that is closed
+// when the watch must move: re-open it from the last revision seen + 1. With
+// pinning, a watch runs on the keeper's connection, the path its keepalives
+// prove alive every renewal: when that path fails, the keeper moves and the
+// watch moves with it (its connection is retired, which also ends the watch).
+// While the keeper lends no connection (it is finding the next one), watcher
+// waits up to connWait (less if ctx ends or stop is closed) for one; then it returns the
+// client's balanced connection until the keeper lends one. A watch on the
+// balanced connection alone could stay on a path that silently drops
+// packets for as long as the client's gRPC keepalive lets it (by default,
+// forever). Without pinning, on a wrapped client, or once the session has
+// ended, it returns the client and a nil channel.
+func (s *Session) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
+	if !s.opts.pinning || !plainClient(s.cli) || s.ctx.Err() != nil {
+		return s.cli, nil // an ended session's keeper lends nothing more
+	}
+	l := s.keeper.lent.Load()
+	if l.conn == nil {
+		t := time.NewTimer(connWait)
+		select {
+		case <-l.moved:
+			l = s.keeper.lent.Load()
+		case <-t.C:
+		case <-ctx.Done():
+		case <-stop:
+		case <-s.ctx.Done():
+		}
+		t.Stop()
+	}
+	if l.conn != nil {
+		return l.conn.watcher, l.moved
+	}
+	return s.cli, l.moved
+}
