@@ -1,13 +1,7 @@
 package etcdlock
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
-
-	"github.com/etcdlock/etcdlock/embedtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestObserveSkipsButNeverRepeats(t *testing.T) {
@@ -31,85 +25,5 @@ func TestObserveSkipsButNeverRepeats(t *testing.T) {
 	case got := <-ch:
 		t.Fatalf("repeated %+v", got)
 	default:
-	}
-}
-
-func TestObserveAcrossCompactionAndLeaderCrash(t *testing.T) {
-	c := embedtest.Start(t)
-	leader := waitLeader(t, c)
-	cli := newClient(t, c)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
-	s := openSession(t, cli)
-	seen := NewElection(openSession(t, newClient(t, c)), name).Observe(ctx)
-	if v := <-seen; v != (LeaderInfo{}) {
-		t.Fatalf("first value %+v, want no leader", v)
-	}
-	l, err := NewElection(s, name).Campaign(ctx, "one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect := func(value string) {
-		t.Helper()
-		expectObserved(t, seen, value, l.Token())
-	}
-	expect("one")
-	compactAfterFillers(t, ctx, cli, name)
-	if err := l.Proclaim(ctx, "two"); err != nil {
-		t.Fatal(err)
-	}
-	expect("two")
-	if err := leader.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	waitLeader(t, c)
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for {
-		err := l.Proclaim(pctx, "three")
-		if err == nil {
-			break
-		}
-		if errors.Is(err, ErrNotHeld) || pctx.Err() != nil {
-			t.Fatal(err)
-		}
-	}
-	expect("three")
-}
-
-// expectObserved reads seen until it reports value with token tok (20 s at
-// most between reports).
-func expectObserved(t *testing.T, seen <-chan LeaderInfo, value string, tok Token) {
-	t.Helper()
-	for {
-		select {
-		case v, ok := <-seen:
-			if !ok {
-				t.Fatal("Observe closed")
-			}
-			if v.Value == value && v.Token == tok {
-				return
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("Observe never reported %q", value)
-		}
-	}
-}
-
-// compactAfterFillers writes 10 revisions (to name+"-filler") and compacts
-// the history up to the last one.
-func compactAfterFillers(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) {
-	t.Helper()
-	for i := 0; i < 10; i++ {
-		if _, err := cli.Put(ctx, name+"-filler", "x"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := cli.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 // tuning holds a session's internal knobs. Each Session has its own copy of
@@ -24,19 +26,18 @@ func defaultTuning() *tuning {
 	return t
 }
 
-// hookPoint names a point of an acquisition where package-internal tests
-// can interfere (cancel a context, fake an error).
-type hookPoint int
+// hookPoint names a point of an acquisition where tests can interfere
+// (testhook.Point lists them).
+type hookPoint = testhook.Point
 
 const (
-	hookBeforeEnqueue hookPoint = iota // before the enqueue Txn is sent
-	hookEnqueued                       // the enqueue Txn returned; err is its error
-	hookWaiting                        // a predecessor watch is open
-	hookHandoffRead                    // before a read of the queue at a revision
-	hookWatchCreated                   // a predecessor watch's created notification was handled
-	hookMonitor                        // the own-key monitor starts
-	hookReaped                         // the reaper's delete returned; err is its error
-	numHookPoints
+	hookBeforeEnqueue = testhook.BeforeEnqueue
+	hookEnqueued      = testhook.Enqueued
+	hookWaiting       = testhook.Waiting
+	hookHandoffRead   = testhook.HandoffRead
+	hookWatchCreated  = testhook.WatchCreated
+	hookMonitor       = testhook.Monitor
+	hookReaped        = testhook.Reaped
 )
 
 // runHook calls the session's test hook, if any, at p.

@@ -1,0 +1,113 @@
+package etcdlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/etcdlock/etcdlock/internal/testhook"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// init hands the internals that the tests in the tests module check to
+// package testhook (see its doc). Nothing here runs unless a test calls it.
+func init() {
+	session := func(s any) *Session { return s.(*Session) }
+	testhook.SetHook = func(s any, h testhook.Hook) {
+		if h == nil {
+			session(s).tune.hook.Store(nil)
+			return
+		}
+		f := (func(hookPoint, error) error)(h)
+		session(s).tune.hook.Store(&f)
+	}
+	testhook.SetMonitorDelay = func(s any, d time.Duration) { session(s).tune.monitorDelay.Store(int64(d)) }
+	testhook.Expire = func(s any, cause error, reason string) { session(s).expire(cause, reason) }
+	testhook.RunOutClock = func(s any) {
+		ss := session(s)
+		ss.mu.Lock()
+		past := time.Now().Add(-time.Millisecond)
+		ss.validMono, ss.validWall = past, past.Round(0)
+		ss.mu.Unlock()
+	}
+	testhook.ReaperIdle = func(s any) bool { return session(s).reaper.idle() }
+	testhook.SessionOf = func(g any) any {
+		switch g := g.(type) {
+		case *Lock:
+			return g.w.q.s
+		case *Leadership:
+			return g.g.w.q.s
+		}
+		panic("testhook.SessionOf: not a grant")
+	}
+	initKeyHooks()
+	initPathHooks()
+}
+
+func initKeyHooks() {
+	testhook.KeyRoot, testhook.ListPage = keyRoot, listPage
+	testhook.TagMutex, testhook.TagElection = tagMutex, tagElection
+	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, escapeName, listPrefix
+	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
+	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
+	testhook.EncodeValue = encodeValue
+	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
+	testhook.BarrierGuard = func(s any, dir string) clientv3.Cmp {
+		cmp, _, _ := s.(*Session).barrierGuard(dir)
+		return cmp
+	}
+	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return s.(*Session).raiseBarrier(ctx, dir) }
+	testhook.BarrierRev = func(s any, dir string) int64 { return s.(*Session).barrierRev(dir) }
+}
+
+func initPathHooks() {
+	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = attemptTimeout, revokeAttempt, errUnanswered
+	testhook.LentConn = func(s any) (lent, leader bool) {
+		c := s.(*Session).keeper.lent.Load().conn
+		return c != nil, c != nil && c.at.leader
+	}
+	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
+		sc := &streamConn{conn: conn, at: endpoint{addr: addr},
+			kv:      clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli),
+			watcher: clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), cli)}
+		s.(*Session).keeper.lend(sc)
+		return sc.retire
+	}
+	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
+		sc := &streamConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
+		return sc.borrow, sc.retire, sc.giveBack, sc.kv
+	}
+	testhook.GrantLease = func(ctx context.Context, cli *clientv3.Client, secs int64) (clientv3.LeaseID, time.Duration, error) {
+		g, err := grantLease(ctx, cli, secs)
+		return g.id, g.ttl, err
+	}
+	testhook.BatchBytes = batchBytes
+	testhook.BeforeSend = func(s any, f func(dirs []string)) {
+		b := s.(*Session).keeper.batch
+		if f == nil {
+			b.beforeSend.Store(nil)
+			return
+		}
+		hook := func(batch []*batchCall) {
+			dirs := make([]string, len(batch))
+			for i, c := range batch {
+				dirs[i] = c.op.dir
+			}
+			f(dirs)
+		}
+		b.beforeSend.Store(&hook)
+	}
+	testhook.Pending = func(s any) int {
+		b := s.(*Session).keeper.batch
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.pending)
+	}
+	testhook.BatchLimits = func(s any) (int, int) {
+		b := s.(*Session).keeper.batch
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.maxOps, b.maxBytes
+	}
+}

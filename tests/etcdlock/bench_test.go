@@ -1,0 +1,97 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Per-operation costs against the package's shared 3-member cluster (fsync
+// off). Run: go test -run '^$' -bench . -benchmem
+// -benchmem counts every allocation of the process, so for the operations
+// that talk to etcd the figures include the three embedded servers' work.
+
+func BenchmarkMutexLockUnlock(b *testing.B) {
+	s := openSession(b, nil)
+	m := etcdlock.NewMutex(s, uniqueName(b))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEtcdMutexLockUnlock is the same loop with etcd's own
+// concurrency.Mutex, for comparison in the same run.
+func BenchmarkEtcdMutexLockUnlock(b *testing.B) {
+	cli := newClient(b, nil)
+	s, err := concurrency.NewSession(cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	m := concurrency.NewMutex(s, "/bench-etcd/"+uniqueName(b))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTryLockHeld(b *testing.B) {
+	name := uniqueName(b)
+	holder := mustLock(b, etcdlock.NewMutex(openSession(b, nil), name))
+	defer holder.Unlock(context.Background())
+	m := etcdlock.NewMutex(openSession(b, nil), name)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.TryLock(ctx); !errors.Is(err, etcdlock.ErrLocked) {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDescribe(b *testing.B) {
+	cli := newClient(b, nil)
+	name := uniqueName(b)
+	l := mustLock(b, etcdlock.NewMutex(openSession(b, cli), name))
+	defer l.Unlock(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := etcdlock.Describe(ctx, cli, name); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSessionOpenClose(b *testing.B) {
+	cli := newClient(b, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(5*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package etcdlock_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+)
+
+// shared is the cluster of the package's non-destructive tests.
+var shared *embedtest.Cluster
+
+func TestMain(m *testing.M) {
+	if child := os.Getenv(childEnv); child != "" {
+		os.Exit(runChild(child))
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		// A fuzzing worker runs only the fuzz targets, which need no cluster.
+		os.Exit(m.Run())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	c, err := embedtest.New(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start shared cluster:", err)
+		os.Exit(2)
+	}
+	shared = c
+	code := m.Run()
+	if err := shared.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close shared cluster:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(embedtest.LeakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var nameSeq atomic.Int64
+
+// uniqueName returns a lock name no other test uses.
+func uniqueName(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("test/%s/%d", strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1))
+}
+
+// newClient returns a client to c (the shared cluster when nil), closed at cleanup.
+func newClient(t testing.TB, c *embedtest.Cluster) *clientv3.Client {
+	t.Helper()
+	if c == nil {
+		c = shared
+	}
+	return c.TestClient(t)
+}
+
+// openSession opens a session on cli (a new shared-cluster client when nil),
+// closed at cleanup.
+func openSession(t testing.TB, cli *clientv3.Client, opts ...etcdlock.SessionOption) *etcdlock.Session {
+	t.Helper()
+	if cli == nil {
+		cli = newClient(t, nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := etcdlock.NewSession(ctx, cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// testCtx returns a context that ends with the test or after d.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustLock locks m or fails the test.
+func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
+	t.Helper()
+	l, err := m.Lock(testCtx(t, 30*time.Second))
+	if err != nil {
+		t.Fatalf("lock %q: %v", m.Name(), err)
+	}
+	return l
+}
+
+// keysUnder returns the keys under a name's prefix.
+func keysUnder(t testing.TB, cli *clientv3.Client, name string) []string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t, 10*time.Second), testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
+// waitFor polls cond every 20ms until it holds or d passes. It is for
+// state held in etcd, where no event can be awaited from the test.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
