@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -30,12 +31,24 @@ func TestResumeFrom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			resp := clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: tc.header}, Events: tc.events}
+			resp := clientv3.WatchResponse{Events: tc.events}
+			setHeader(&resp, &etcdserverpb.ResponseHeader{Revision: tc.header})
 			if got := resumeFrom(tc.next, resp); got != tc.want {
 				t.Fatalf("resumeFrom(%d, header %d) = %d, want %d", tc.next, tc.header, got, tc.want)
 			}
 		})
 	}
+}
+
+// setHeader sets resp's Header to h: a value before etcd client v3.6, a
+// pointer since (the library reads resp.Header.Revision, which both allow).
+func setHeader(resp *clientv3.WatchResponse, h *etcdserverpb.ResponseHeader) {
+	f := reflect.ValueOf(resp).Elem().FieldByName("Header")
+	if f.Kind() == reflect.Pointer {
+		f.Set(reflect.ValueOf(h))
+		return
+	}
+	f.Set(reflect.ValueOf(h).Elem())
 }
 
 // TestBarrierKeyLayout: a barrier lives outside every queue (no queue read,

@@ -9,7 +9,7 @@ func BenchmarkFenceAdmit(b *testing.B) {
 	var f Fence
 	b.ReportAllocs()
 	t := Token(1)
-	for b.Loop() {
+	for range b.N {
 		if err := f.Admit(t); err != nil {
 			b.Fatal(err)
 		}
@@ -19,7 +19,7 @@ func BenchmarkFenceAdmit(b *testing.B) {
 
 func BenchmarkEscapeName(b *testing.B) {
 	b.ReportAllocs()
-	for b.Loop() {
+	for range b.N {
 		_ = namePrefix("team-a/billing/nightly-100%")
 	}
 }
