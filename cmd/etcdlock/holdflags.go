@@ -80,13 +80,10 @@ func (o *holdOpts) check(cmd *cobra.Command, zeroWait bool) error {
 	if !f.Changed("grace") {
 		o.grace = min(defaultGrace, o.ttl/2)
 	}
+	if err := o.checkLease(cmd); err != nil {
+		return err
+	}
 	switch {
-	case o.ttl <= 0 || o.ttl > maxTTL:
-		return usagef(cmd, "--ttl must be > 0 and at most %v, not %v", maxTTL, o.ttl)
-	case o.grace < 0:
-		return usagef(cmd, "--grace must not be negative, not %v", o.grace)
-	case o.grace > o.ttl/2:
-		return usagef(cmd, "--grace %v must be at most half the TTL (%v)", o.grace, o.ttl/2)
 	case o.maxRuntime < 0 || (f.Changed("max-runtime") && o.maxRuntime == 0):
 		return usagef(cmd, "--max-runtime must be positive, not %v", o.maxRuntime)
 	case o.waitSet && o.wait < 0:
@@ -95,6 +92,19 @@ func (o *holdOpts) check(cmd *cobra.Command, zeroWait bool) error {
 		return usagef(cmd, "--wait must be positive, not %v", o.wait)
 	case f.Changed("identity") && o.identity == "":
 		return usagef(cmd, "--identity must not be empty")
+	}
+	return nil
+}
+
+// checkLease validates --ttl and --grace.
+func (o *holdOpts) checkLease(cmd *cobra.Command) error {
+	switch {
+	case o.ttl <= 0 || o.ttl > maxTTL:
+		return usagef(cmd, "--ttl must be > 0 and at most %v, not %v", maxTTL, o.ttl)
+	case o.grace < 0:
+		return usagef(cmd, "--grace must not be negative, not %v", o.grace)
+	case o.grace > o.ttl/2:
+		return usagef(cmd, "--grace %v must be at most half the TTL (%v)", o.grace, o.ttl/2)
 	}
 	return nil
 }

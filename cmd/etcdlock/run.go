@@ -9,14 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) runCmd() *cobra.Command {
-	var o holdOpts
-	var rk recipe
-	var once string
-	cmd := &cobra.Command{
-		Use:   "run NAME [flags] [-- CMD [ARGS...]]",
-		Short: "Run a command while holding a lock",
-		Long: `Wait for the lock NAME in first-come order (forever, or up to --wait), then
+// runLong is run's help text.
+const runLong = `Wait for the lock NAME in first-come order (forever, or up to --wait), then
 run CMD (directly, no shell) in its own process group with ETCDLOCK_NAME,
 ETCDLOCK_KEY and ETCDLOCK_TOKEN set, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT
 to it (after a SIGTERM or SIGINT, SIGKILL follows --grace later if CMD is
@@ -51,7 +45,16 @@ error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
 124 --wait ran out (in the queue, or waiting for etcd) or --max-runtime ran
 out (CMD was terminated); 125 lock lost (or its lease not renewed in time, so
 etcdlock terminated CMD) while CMD ran; 126 CMD not runnable; 127 CMD not
-found; 128+N interrupted by signal N while waiting (no key left).`,
+found; 128+N interrupted by signal N while waiting (no key left).`
+
+func (a *app) runCmd() *cobra.Command {
+	var o holdOpts
+	var rk recipe
+	var once string
+	cmd := &cobra.Command{
+		Use:   "run NAME [flags] [-- CMD [ARGS...]]",
+		Short: "Run a command while holding a lock",
+		Long:  runLong,
 		Example: `  etcdlock run billing/nightly --once "$(date -u +%F)" --wait 1h -- /opt/billing/run   # in every machine's crontab: once a day
   etcdlock run billing/nightly --wait 1h -- /opt/billing/run --date today
   etcdlock run deploy --wait 0 -- ./deploy.sh    # only if nobody holds or waits
@@ -92,13 +95,8 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		return err
 	}
 	onceSet := cmd.Flags().Changed("once")
-	switch {
-	case argv == nil && (onceSet || o.maxRuntime > 0):
-		return usagef(cmd, "--once and --max-runtime need a command (-- CMD)")
-	case onceSet && once == "":
-		return usagef(cmd, "--once must not be empty")
-	case onceSet && (rk.semaphore > 0 || rk.read):
-		return usagef(cmd, "--once needs an exclusive lock: not with --semaphore or --read")
+	if err := checkOnce(cmd, argv, o, rk, once); err != nil {
+		return err
 	}
 	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
 		l, err := rk.take(ctx, s, name, try)
@@ -111,6 +109,20 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		}
 		return g, nil
 	})
+}
+
+// checkOnce validates --once and --max-runtime against the rest.
+func checkOnce(cmd *cobra.Command, argv []string, o *holdOpts, rk *recipe, once string) error {
+	onceSet := cmd.Flags().Changed("once")
+	switch {
+	case argv == nil && (onceSet || o.maxRuntime > 0):
+		return usagef(cmd, "--once and --max-runtime need a command (-- CMD)")
+	case onceSet && once == "":
+		return usagef(cmd, "--once must not be empty")
+	case onceSet && (rk.semaphore > 0 || rk.read):
+		return usagef(cmd, "--once needs an exclusive lock: not with --semaphore or --read")
+	}
+	return nil
 }
 
 // onceGrant makes g a --once grant: it fails with errOnceDone (g released)

@@ -8,7 +8,6 @@ package safety
 // (faults_test.go), heals everything, stops the workers and runs Check.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -427,25 +426,4 @@ func (c *cell) waitHealthy() {
 	if _, err := c.c.WaitLeader(ctx); err != nil {
 		c.errorf("no leader: %v", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,24 +35,7 @@ func (c *cell) spawn() error {
 	// through link holds and member crashes, as most clients' do. A late
 	// write can only hurt a session that outlives it.
 	steady := id < steadyWorkers
-	ttl := c.cfg.ttl
-	if steady {
-		ttl = steadyTTL
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		envRole+"="+c.cfg.role,
-		envEndpoints+"="+strings.Join(c.workerEndpoints(), ","),
-		envName+"="+c.name,
-		envTTL+"="+ttl.String(),
-		envTarget+"="+c.target,
-		envID+"="+fmt.Sprintf("worker-%d", id))
-	if c.cfg.unbatched {
-		cmd.Env = append(cmd.Env, envUnbatched+"=1")
-	}
-	if steady {
-		cmd.Env = append(cmd.Env, envRotate+"="+c.randDur(steadyLife/2, steadyLife*3/2).String())
-	}
+	cmd := c.workerCmd(id, steady)
 	p := &proc{id: id, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{}), steady: steady}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()
@@ -83,6 +67,30 @@ func (c *cell) spawn() error {
 	return nil
 }
 
+// workerCmd returns the command of worker id: the test binary in its worker
+// role, with the cell's settings in its environment.
+func (c *cell) workerCmd(id int, steady bool) *exec.Cmd {
+	ttl := c.cfg.ttl
+	if steady {
+		ttl = steadyTTL
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		envRole+"="+c.cfg.role,
+		envEndpoints+"="+strings.Join(c.workerEndpoints(), ","),
+		envName+"="+c.name,
+		envTTL+"="+ttl.String(),
+		envTarget+"="+c.target,
+		envID+"="+fmt.Sprintf("worker-%d", id))
+	if c.cfg.unbatched {
+		cmd.Env = append(cmd.Env, envUnbatched+"=1")
+	}
+	if steady {
+		cmd.Env = append(cmd.Env, envRotate+"="+c.randDur(steadyLife/2, steadyLife*3/2).String())
+	}
+	return cmd
+}
+
 // sendGo lets p write.
 func (c *cell) sendGo(p *proc) { c.sendLine(p, "GO") }
 
@@ -104,34 +112,6 @@ func (c *cell) closeStdin(p *proc) {
 	}
 }
 
-func parseInt(s string) int64 {
-	v, _ := strconv.ParseInt(s, 10, 64)
-	return v
-}
-
-// leaseOfKey returns the lease of a queue key ".../<lease hex>-<random hex>".
-func leaseOfKey(key string) int64 {
-	last := key[strings.LastIndexByte(key, '/')+1:]
-	hexLease, _, _ := strings.Cut(last, "-")
-	v, _ := strconv.ParseUint(hexLease, 16, 64)
-	return int64(v)
-}
-
-// lineFields is how many fields each line of a worker has: n > 0 exactly
-// n, n < 0 at least -n, 0 any.
-var lineFields = map[string]int{
-	"SESSION": 2, "UNLOCK": 3, "LOCKLOST": 4, "GRANT": 4, "READ": -5, "WROTE": 5,
-	"SESSION_LOST": -3, "SESSIONERR": 0, "LEASE_ALIVE": 3, "ENQ": 0, "UNLOCKED": 0, "LOCKERR": 0,
-	"CANCELING": 3, "CANCELED": 3, "STATUS": -3,
-}
-
-// malformed reports a line of an unknown kind or with the wrong number of
-// fields.
-func malformed(f []string) bool {
-	n, known := lineFields[f[0]]
-	return !known || (n > 0 && len(f) != n) || (n < 0 && len(f) < -n)
-}
-
 // handle processes one line of worker p.
 func (c *cell) handle(p *proc, line string) {
 	f := strings.Fields(line)
@@ -149,30 +129,31 @@ func (c *cell) handle(p *proc, line string) {
 		c.errorfLocked("worker %d: malformed line %q", p.id, line)
 		return
 	}
+	if !c.onSessionLine(p, f) {
+		c.onGrantLine(p, line, f)
+	}
+}
+
+// onSessionLine records a line about p's session, its cancels and its
+// STATUS; false for a line of another kind. c.mu is held.
+func (c *cell) onSessionLine(p *proc, f []string) bool {
+	hexLease := func() int64 { v, _ := strconv.ParseUint(f[1], 16, 64); return int64(v) }
 	switch f[0] {
 	case "SESSION":
-		v, _ := strconv.ParseUint(f[1], 16, 64)
-		p.lease = int64(v)
+		p.lease = hexLease()
 	case "LEASE_ALIVE":
-		v, _ := strconv.ParseUint(f[1], 16, 64)
-		c.leaseAlives = append(c.leaseAlives, LeaseAlive{Lease: int64(v), At: parseInt(f[2])})
+		c.leaseAlives = append(c.leaseAlives, LeaseAlive{Lease: hexLease(), At: parseInt(f[2])})
 	case "SESSION_LOST":
 		c.n.sessionsLost++
-		v, _ := strconv.ParseUint(f[1], 16, 64)
-		c.lost[int64(v)] = lostSession{worker: p.id, at: time.Now(), reason: strings.Join(f[2:], " ")}
+		c.lost[hexLease()] = lostSession{worker: p.id, at: time.Now(), reason: strings.Join(f[2:], " ")}
 	case "STATUS":
 		p.status = strings.Join(f[2:], " ")
 		select {
 		case c.statusCh <- struct{}{}:
 		default:
 		}
-	case "UNLOCK":
-		c.onUnlock(p, f)
-	case "LOCKERR":
-		c.n.lockErrors++
 	case "CANCELING":
-		v, _ := strconv.ParseUint(f[1], 16, 64)
-		p.canceling = &Cancel{Client: p.id, Lease: int64(v), Start: parseInt(f[2])}
+		p.canceling = &Cancel{Client: p.id, Lease: hexLease(), Start: parseInt(f[2])}
 	case "CANCELED":
 		if cl := p.canceling; cl != nil {
 			cl.End = parseInt(f[2])
@@ -180,6 +161,19 @@ func (c *cell) handle(p *proc, line string) {
 			c.n.cancels++
 			p.canceling = nil
 		}
+	default:
+		return false
+	}
+	return true
+}
+
+// onGrantLine records a line about p's locks and writes. c.mu is held.
+func (c *cell) onGrantLine(p *proc, line string, f []string) {
+	switch f[0] {
+	case "UNLOCK":
+		c.onUnlock(p, f)
+	case "LOCKERR":
+		c.n.lockErrors++
 	case "LOCKLOST":
 		v, _ := strconv.ParseUint(f[1], 16, 64)
 		c.lostWaits = append(c.lostWaits, LostWait{Client: p.id, Lease: int64(v), At: parseInt(f[2])})
@@ -408,4 +402,25 @@ func (c *cell) workerEndpoints() []string {
 		eps[i] = l.Endpoints()[i]
 	}
 	return eps
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -19,6 +19,26 @@ import (
 // is, whether it was reported lost, and its lease's TTL left), when a leader
 // was last seen, and where each worker is blocked: its STATUS answer, or
 // that it is stopped.
+// fakeWorkers gives c a worker that answers STATUS (its stdin is read here)
+// and one stopped, whose session of lease was lost; it returns the first
+// one's stdin, to be closed at the end.
+func fakeWorkers(c *cell, lease int64) io.Closer {
+	in, out := io.Pipe()
+	running := &proc{id: 1, lease: 7, stdin: out, stderr: &lockedBuffer{}}
+	_, _ = running.stderr.Write([]byte("12:00:00.000 WARN session lost {\"reason\": \"validity_clock\"}\n"))
+	stopped := &proc{id: 2, lease: lease, paused: true, stderr: &lockedBuffer{}}
+	c.procs = []*proc{running, stopped}
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			if sc.Text() == "STATUS" {
+				c.handle(running, "STATUS 1 [select] etcdlock.(*waiter).consume < etcdlock.(*waiter).await")
+			}
+		}
+	}()
+	return out
+}
+
 func TestStallReport(t *testing.T) {
 	cl := embedtest.Start(t, embedtest.WithMembers(1))
 	cli, err := cl.Client()
@@ -44,20 +64,7 @@ func TestStallReport(t *testing.T) {
 	leaderCtx, stopLeaders := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.leaderLane(leaderCtx) }()
-	// A worker that answers STATUS (its stdin is read here), one stopped.
-	in, out := io.Pipe()
-	running := &proc{id: 1, lease: 7, stdin: out, stderr: &lockedBuffer{}}
-	_, _ = running.stderr.Write([]byte("12:00:00.000 WARN session lost {\"reason\": \"validity_clock\"}\n"))
-	stopped := &proc{id: 2, lease: int64(lease.ID), paused: true, stderr: &lockedBuffer{}}
-	c.procs = []*proc{running, stopped}
-	go func() {
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			if sc.Text() == "STATUS" {
-				c.handle(running, "STATUS 1 [select] etcdlock.(*waiter).consume < etcdlock.(*waiter).await")
-			}
-		}
-	}()
+	out := fakeWorkers(c, int64(lease.ID))
 	c.mu.Lock()
 	c.lost[int64(lease.ID)] = lostSession{worker: 2, at: time.Now(), reason: "validity_clock"}
 	c.mu.Unlock()

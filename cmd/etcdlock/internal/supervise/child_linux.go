@@ -54,6 +54,13 @@ func startChild(cmd *exec.Cmd, grace time.Duration) (*Child, error) {
 		_ = sup.Wait()
 		return nil, err
 	}
+	return supervised(pid, sup, ctlW, stR, lines), nil
+}
+
+// supervised returns the Child of the command the supervisor sup started
+// (pid): its signals are lines on ctlW, and its exit is the report read from
+// lines (the supervisor's stR), or, if none comes, how sup died.
+func supervised(pid int, sup *exec.Cmd, ctlW, stR *os.File, lines *bufio.Scanner) *Child {
 	c := &Child{pid: pid}
 	done := make(chan exitState, 1)
 	c.done = done
@@ -89,7 +96,7 @@ func startChild(cmd *exec.Cmd, grace time.Duration) (*Child, error) {
 			done <- *supervisorDied(sup, werr)
 		}
 	}()
-	return c, nil
+	return c
 }
 
 // envOf returns the environment cmd would run with.

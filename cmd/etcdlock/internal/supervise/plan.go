@@ -98,30 +98,10 @@ func killPlan(s situation) plan {
 // escalate adds the signals that are due and sets the wake-up for the next.
 func (p *plan) escalate() {
 	s := &p.after
-	termAt, killAt := s.validUntil.Add(-s.grace), s.validUntil
-	held := s.lostAt.IsZero()
-	if !held {
-		termAt = s.lostAt
-		if end := s.lostAt.Add(s.grace); end.Before(killAt) {
-			killAt = end
-		}
-	}
-	if !s.stoppedAt.IsZero() {
-		if end := s.stoppedAt.Add(s.grace); end.Before(killAt) {
-			killAt = end
-		}
-	}
-	if !s.deadline.IsZero() {
-		if s.deadline.Before(termAt) {
-			termAt = s.deadline
-		}
-		if end := s.deadline.Add(s.grace); end.Before(killAt) {
-			killAt = end
-		}
-	}
+	termAt, killAt := s.dueTimes()
 	if !s.termSent && !s.now.Before(termAt) {
 		s.termSent = true
-		if held && !s.capped {
+		if s.lostAt.IsZero() && !s.capped {
 			p.add(step{act: report, event: Event{Kind: LeaseRunningOut, Left: s.validUntil.Sub(s.now)}})
 		}
 		p.add(step{act: term})
@@ -136,9 +116,34 @@ func (p *plan) escalate() {
 	if !s.termSent {
 		p.wake = termAt.Sub(s.now)
 	}
-	if d := killAt.Sub(s.now); !s.killSent && (p.wake < 0 || d < p.wake) {
+	if d := killAt.Sub(s.now); p.wake < 0 || d < p.wake {
 		p.wake = d
 	}
+}
+
+// dueTimes returns when SIGTERM and SIGKILL are due in s: at validUntil-grace
+// and validUntil while the grant is held; from a loss, SIGTERM at once and
+// SIGKILL grace later; a stop request or a deadline brings SIGKILL (and a
+// deadline SIGTERM) forward, never back.
+func (s *situation) dueTimes() (termAt, killAt time.Time) {
+	termAt, killAt = s.validUntil.Add(-s.grace), s.validUntil
+	earlier := func(t *time.Time, than time.Time) {
+		if than.Before(*t) {
+			*t = than
+		}
+	}
+	if !s.lostAt.IsZero() {
+		termAt = s.lostAt
+		earlier(&killAt, s.lostAt.Add(s.grace))
+	}
+	if !s.stoppedAt.IsZero() {
+		earlier(&killAt, s.stoppedAt.Add(s.grace))
+	}
+	if !s.deadline.IsZero() {
+		earlier(&termAt, s.deadline)
+		earlier(&killAt, s.deadline.Add(s.grace))
+	}
+	return termAt, killAt
 }
 
 func (p *plan) add(steps ...step) { p.steps = append(p.steps, steps...) }
