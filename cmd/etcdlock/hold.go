@@ -211,7 +211,7 @@ func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, ta
 			return a.holdUntilSignal(h, g)
 		}
 		g.env = append(g.env, "ETCDLOCK_NAME="+name, "ETCDLOCK_KEY="+g.key, "ETCDLOCK_TOKEN="+g.token.String())
-		return a.supervise(h.s, g, path, argv, o, h.sigs)
+		return a.runCommand(h.s, g, path, argv, o, h.sigs)
 	})
 }
 

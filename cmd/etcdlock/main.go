@@ -133,7 +133,7 @@ const (
 var version = ""
 
 func main() {
-	supervise.RunSupervisor() // when this process is a command's supervisor
+	supervise.RunSubreaper() // when this process is a command's subreaper
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

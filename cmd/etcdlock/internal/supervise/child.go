@@ -7,7 +7,7 @@ import (
 )
 
 // Child is a command started under supervision. Its methods are safe for
-// concurrent use, but only one goroutine may call Supervise.
+// concurrent use, but only one goroutine may call Loop.
 type Child struct {
 	// Set by Start, read-only after.
 	pid  int              // the command's pid (its process group's id)
@@ -28,7 +28,7 @@ type exitState struct {
 // be unset) in its own process group.
 //
 // On Linux the command runs under a small supervisor process (this
-// executable, re-run: its main must call RunSupervisor first thing), a child
+// executable, re-run: its main must call RunSubreaper first thing), a child
 // subreaper that adopts every process the command starts, including
 // background children, double forks and those that call setsid. When the
 // command exits, the supervisor terminates whatever of its tree is left

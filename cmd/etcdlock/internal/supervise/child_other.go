@@ -31,5 +31,5 @@ func startChild(cmd *exec.Cmd, _ time.Duration) (*Child, error) {
 	return &Child{pid: pid, done: done, sig: func(sig syscall.Signal, _ bool) error { return signalGroup(pid, sig) }}, nil
 }
 
-// RunSupervisor returns at once: only Linux runs a supervisor process.
-func RunSupervisor() {}
+// RunSubreaper returns at once: only Linux runs a supervisor process.
+func RunSubreaper() {}

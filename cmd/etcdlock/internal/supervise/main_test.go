@@ -8,6 +8,6 @@ import (
 // TestMain lets the test binary serve as the supervisor process that Start
 // runs (this executable, re-run).
 func TestMain(m *testing.M) {
-	RunSupervisor()
+	RunSubreaper()
 	os.Exit(m.Run())
 }

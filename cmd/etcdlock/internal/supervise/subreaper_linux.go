@@ -31,23 +31,23 @@ const (
 	prSetChildSubreaper = 36
 )
 
-// RunSupervisor runs this process as a command's supervisor and exits, if
+// RunSubreaper runs this process as a command's subreaper and exits, if
 // Start started it as one; otherwise it returns at once. A program that
 // calls Start must call it first thing in main.
-func RunSupervisor() {
+func RunSubreaper() {
 	if len(os.Args) < 4 || os.Args[0] != supervisorArg0 || os.Getenv(supervisorEnv) != "1" {
 		return
 	}
-	if err := supervise(); err != nil {
+	if err := subreap(); err != nil {
 		fmt.Fprintf(os.Stderr, "etcdlock: supervisor: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-// supervisor is the state of the supervisor process. Only its main
+// subreaper is the state of the subreaper process. Only its main
 // goroutine uses it.
-type supervisor struct {
+type subreaper struct {
 	grace  time.Duration
 	job    int           // the command's pid
 	ctl    <-chan string // etcdlock's commands; closed when etcdlock is gone
@@ -55,9 +55,9 @@ type supervisor struct {
 	status *os.File // where the start and the exit are reported
 }
 
-// supervise starts the command, carries out etcdlock's commands until it
+// subreap starts the command, carries out etcdlock's commands until it
 // exits or etcdlock is gone, then terminates what is left of its tree.
-func supervise() error {
+func subreap() error {
 	// The command's parent-death signal is tied to the thread that starts
 	// it: this one, for the life of the process.
 	runtime.LockOSThread()
@@ -88,7 +88,7 @@ func supervise() error {
 	if _, err := fmt.Fprintf(status, "s %d\n", job); err != nil {
 		return err
 	}
-	s := &supervisor{grace: grace, job: job, ctl: readCommands(ctlF), exited: reap(job), status: status}
+	s := &subreaper{grace: grace, job: job, ctl: readCommands(ctlF), exited: reap(job), status: status}
 	return s.run()
 }
 
@@ -117,7 +117,7 @@ func startJob(path string, argv []string) (int, error) {
 // run is the supervisor's life: carry out commands until the command exits
 // (then end its leftovers and report) or etcdlock is gone (then end the
 // whole tree).
-func (s *supervisor) run() error {
+func (s *subreaper) run() error {
 	for {
 		select {
 		case c, ok := <-s.ctl:
@@ -142,7 +142,7 @@ func (s *supervisor) run() error {
 
 // carryOut carries out one command of etcdlock's: "g SIG" signals the
 // command's process group, "t SIG" every process of its tree.
-func (s *supervisor) carryOut(c string) {
+func (s *subreaper) carryOut(c string) {
 	f := strings.Fields(c)
 	if len(f) != 2 {
 		return
@@ -165,7 +165,7 @@ func (s *supervisor) carryOut(c string) {
 // terminateTree sends SIGTERM to every process of the tree, waits up to
 // grace for them to exit (carrying out etcdlock's commands meanwhile), then
 // kills what is left.
-func (s *supervisor) terminateTree(grace time.Duration) {
+func (s *subreaper) terminateTree(grace time.Duration) {
 	signalTree(syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()

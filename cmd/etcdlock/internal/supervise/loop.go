@@ -8,7 +8,7 @@
 // detaches (see Start); elsewhere it is the command's process group.
 //
 // The decision of what to send when is killPlan, a pure function of the
-// situation; Supervise only feeds it events and carries out its steps.
+// situation; Loop only feeds it events and carries out its steps.
 package supervise
 
 import (
@@ -18,19 +18,19 @@ import (
 	"time"
 )
 
-// Config says how to supervise a child. Supervise only reads it.
+// Config says how Loop watches a child. Loop only reads it.
 type Config struct {
 	// Grace is the time between SIGTERM and SIGKILL.
 	Grace time.Duration
 	// ValidUntil returns the session's conservative estimate of the
-	// lease's end; it is called from Supervise's goroutine.
+	// lease's end; it is called from Loop's goroutine.
 	ValidUntil func() time.Time
 	// Grant ends when the grant is lost; its cause is the loss cause.
 	Grant context.Context
 	// Signals are forwarded to the child's process group.
 	Signals <-chan os.Signal
 	// Notify, if not nil, is told about each escalation before it is
-	// carried out, from Supervise's goroutine.
+	// carried out, from Loop's goroutine.
 	Notify func(Event)
 	// Deadline, if not zero, caps the run: SIGTERM at Deadline and SIGKILL
 	// Grace later (earlier if the lease or the grant ends first).
@@ -59,7 +59,7 @@ const (
 	Stopping
 )
 
-// Event is one escalation step Supervise reports to Config.Notify; it is a
+// Event is one escalation step Loop reports to Config.Notify; it is a
 // plain value, safe to copy.
 type Event struct {
 	Kind        EventKind
@@ -88,7 +88,7 @@ type Result struct {
 	// LossCause is the grant's loss cause if it was lost while the child
 	// ran, else nil.
 	LossCause error
-	// Terminated says Supervise sent SIGTERM or SIGKILL.
+	// Terminated says Loop sent SIGTERM or SIGKILL.
 	Terminated bool
 	// Capped says Config.Deadline passed while the child ran.
 	Capped bool
@@ -97,13 +97,13 @@ type Result struct {
 	Stopped bool
 }
 
-// Supervise waits for the child to exit and returns how it ended. Meanwhile
+// Loop waits for the child to exit and returns how it ended. Meanwhile
 // it forwards cfg.Signals to the child's group and escalates: while the
 // grant is held, SIGTERM at ValidUntil-Grace and SIGKILL at ValidUntil;
 // once it is lost, SIGTERM at once and SIGKILL Grace later (or at
 // ValidUntil, if that comes first); at cfg.Deadline, as for a loss. It always succeeds: the child's own
 // failure is in Result.Err. It must be called at most once per Child.
-func (c *Child) Supervise(cfg Config) Result {
+func (c *Child) Loop(cfg Config) Result {
 	lostCh := cfg.Grant.Done()
 	s := situation{trigger: tick, grace: cfg.Grace, deadline: cfg.Deadline}
 	timer := time.NewTimer(time.Hour)
@@ -143,7 +143,7 @@ func (c *Child) Supervise(cfg Config) Result {
 
 // carryOut does steps, with sig the signal to forward, and reports whether
 // one of them was finish. Failures to signal are not errors here: they mean
-// the group is gone, and the child's exit is on its way to Supervise.
+// the group is gone, and the child's exit is on its way to Loop.
 func (c *Child) carryOut(steps []step, sig os.Signal, notify func(Event)) (finished bool) {
 	for _, st := range steps {
 		switch st.act {

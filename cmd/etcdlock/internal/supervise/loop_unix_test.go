@@ -23,12 +23,12 @@ func startSleeper(t *testing.T) *Child {
 	return c
 }
 
-func TestSuperviseTerminatesOnLoss(t *testing.T) {
+func TestLoopTerminatesOnLoss(t *testing.T) {
 	c := startSleeper(t)
 	grant, lose := context.WithCancelCause(context.Background())
 	var events []Event
 	lose(errBroken)
-	r := c.Supervise(Config{
+	r := c.Loop(Config{
 		Grace:      10 * time.Second,
 		ValidUntil: func() time.Time { return time.Now().Add(time.Minute) },
 		Grant:      grant,
@@ -49,7 +49,7 @@ func TestSuperviseForwardsSignals(t *testing.T) {
 	c := startSleeper(t)
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGINT
-	r := c.Supervise(Config{
+	r := c.Loop(Config{
 		Grace:      time.Second,
 		ValidUntil: func() time.Time { return time.Now().Add(time.Minute) },
 		Grant:      context.Background(),
@@ -78,7 +78,7 @@ func TestStartReportsExitStatus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := c.Supervise(Config{
+			r := c.Loop(Config{
 				ValidUntil: func() time.Time { return time.Now().Add(time.Minute) },
 				Grant:      context.Background(),
 			})

@@ -82,7 +82,7 @@ func procAlive(pid int) bool {
 
 func TestTreeLeftoversTerminatedAtExit(t *testing.T) {
 	c, pids := startTree(t, "exit 0", 200*time.Millisecond)
-	r := c.Supervise(Config{ValidUntil: func() time.Time { return time.Now().Add(time.Minute) }, Grant: context.Background()})
+	r := c.Loop(Config{ValidUntil: func() time.Time { return time.Now().Add(time.Minute) }, Grant: context.Background()})
 	if r.Err != nil || !r.Success || r.Leftovers != len(pids) {
 		t.Errorf("result %+v, want success with %d leftovers", r, len(pids))
 	}
@@ -94,7 +94,7 @@ func TestTreeKilledOnLoss(t *testing.T) {
 	c, pids := startTree(t, "wait", 100*time.Millisecond)
 	grant, lose := context.WithCancelCause(context.Background())
 	lose(errBroken)
-	r := c.Supervise(Config{Grace: 100 * time.Millisecond, Grant: grant,
+	r := c.Loop(Config{Grace: 100 * time.Millisecond, Grant: grant,
 		ValidUntil: func() time.Time { return time.Now().Add(time.Minute) }})
 	if !errors.Is(r.LossCause, errBroken) || !r.Terminated {
 		t.Errorf("result %+v, want the loss and Terminated", r)
