@@ -150,8 +150,7 @@ func (s *Server) publish() {
 		}
 		msgs = append(msgs, jsonMessage("change", c))
 	}
-	if evs := s.tl.since(s.sent); len(evs) > 0 {
-		s.sent = s.tl.next
+	if evs := s.tl.unsent(); len(evs) > 0 {
 		tl := timelineJSON{Events: evs}
 		if len(evs) > maxBatch {
 			tl.Skipped, tl.Events = len(evs)-maxBatch, evs[len(evs)-maxBatch:]

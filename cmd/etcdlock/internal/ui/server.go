@@ -54,10 +54,8 @@ type Server struct {
 	tl      timeline
 	ch      chart
 	loaded  bool
-	readErr error   // the last failure to read or watch the prefix; nil while all is well
-	pending []event // events behind a deletion that classifyPending has not named yet
-	dirty   bool    // the view changed since the last "change" message
-	sent    int64   // the first timeline event not yet streamed
+	readErr error // the last failure to read or watch the prefix; nil while all is well
+	dirty   bool  // the view changed since the last "change" message
 }
 
 // New returns a Server for cli and cfg. It fails with an error wrapping
@@ -190,13 +188,7 @@ func (s *Server) apply(evs []*mvccpb.Event) {
 					classify(&ev, how, false, false)
 				}
 			}
-			// Events wait behind a deletion that is being named, so that
-			// the timeline keeps etcd's order.
-			if ev.Kind == kindEnded || len(s.pending) > 0 {
-				s.pending = append(s.pending, ev)
-			} else {
-				s.tl.add(ev)
-			}
+			s.tl.record(ev)
 		}
 	}
 	s.dirty = true
@@ -267,7 +259,7 @@ func endKey(name string, token int64) string { return fmt.Sprintf("%d %s", token
 func (s *Server) classifyPending(ctx context.Context) {
 	// The events stay pending (new ones queue behind them) until named.
 	s.mu.Lock()
-	pend := append([]event(nil), s.pending...)
+	pend := s.tl.unnamed()
 	s.mu.Unlock()
 	if len(pend) == 0 {
 		return
@@ -281,13 +273,12 @@ func (s *Server) classifyPending(ctx context.Context) {
 	live, known := s.ttls.alive(ctx, leases)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ev := range pend {
-		if ev.Kind == kindEnded {
-			classify(&ev, wentUnknown, live[ev.lease], known)
+	for i := range pend {
+		if pend[i].Kind == kindEnded {
+			classify(&pend[i], wentUnknown, live[pend[i].lease], known)
 		}
-		s.tl.add(ev)
 	}
-	s.pending = s.pending[len(pend):]
+	s.tl.named(pend)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

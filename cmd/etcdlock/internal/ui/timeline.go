@@ -107,11 +107,15 @@ func classify(ev *event, went string, live, known bool) {
 	}
 }
 
-// timeline keeps the last events. It is not safe for concurrent use: the
+// timeline is the page's record of what changed: the last events, numbered
+// in etcd's order; the events that wait behind a deletion being named; and
+// how far the event stream has sent. It is not safe for concurrent use: the
 // Server guards it.
 type timeline struct {
-	buf  []event // ring
-	next int64   // the next event's sequence number
+	buf     []event // ring
+	next    int64   // the next event's sequence number
+	pending []event // behind a deletion that is not named yet, oldest first
+	sent    int64   // the first event not yet streamed
 }
 
 const timelineSize = 500
@@ -128,6 +132,35 @@ func (t *timeline) add(ev event) event {
 	return ev
 }
 
+// record adds ev, or holds it back while a deletion waits to be named
+// (record holds every deletion back) so that the timeline keeps etcd's
+// order.
+func (t *timeline) record(ev event) {
+	if ev.Kind == kindEnded || len(t.pending) > 0 {
+		t.pending = append(t.pending, ev)
+		return
+	}
+	t.add(ev)
+}
+
+// unnamed returns a copy of the held-back events, oldest first.
+func (t *timeline) unnamed() []event { return append([]event(nil), t.pending...) }
+
+// named adds evs, the oldest held-back events (from unnamed), now named.
+func (t *timeline) named(evs []event) {
+	for _, ev := range evs {
+		t.add(ev)
+	}
+	t.pending = t.pending[len(evs):]
+}
+
+// unsent returns the events the stream has not sent, and counts them sent.
+func (t *timeline) unsent() []event {
+	evs := t.since(t.sent)
+	t.sent = t.next
+	return evs
+}
+
 // since returns the kept events numbered from seq on, oldest first.
 func (t *timeline) since(seq int64) []event {
 	first := max(seq, t.next-int64(len(t.buf)), 0)
@@ -141,61 +174,6 @@ func (t *timeline) since(seq int64) []event {
 		} else {
 			out = append(out, t.buf[s%timelineSize])
 		}
-	}
-	return out
-}
-
-// chart counts grants and waiters in one-second buckets over the last
-// chartSpan. It is not safe for concurrent use: the Server guards it.
-type chart struct {
-	start   int64 // the Unix second of buckets[0]
-	grants  [chartLen]int
-	waiters [chartLen]int
-}
-
-const (
-	chartSpan = 15 * time.Minute
-	chartLen  = int(chartSpan / time.Second)
-)
-
-// advance moves the chart to now's second, carrying the waiter count.
-func (c *chart) advance(now time.Time, waiters int) {
-	sec := now.Unix()
-	if c.start == 0 || sec-(c.start+int64(chartLen)-1) > int64(chartLen) {
-		c.start = sec - int64(chartLen) + 1
-		c.grants = [chartLen]int{}
-		for i := range c.waiters {
-			c.waiters[i] = waiters
-		}
-	}
-	for c.start+int64(chartLen)-1 < sec {
-		c.start++
-		i := int((c.start + int64(chartLen) - 1) % int64(chartLen))
-		c.grants[i], c.waiters[i] = 0, waiters
-	}
-	c.waiters[int(sec%int64(chartLen))] = waiters
-}
-
-// grant counts a grant at now.
-func (c *chart) grant(now time.Time, waiters int) {
-	c.advance(now, waiters)
-	c.grants[int(now.Unix()%int64(chartLen))]++
-}
-
-// chartJSON is the chart as the API serves it: oldest second first.
-type chartJSON struct {
-	End     int64 `json:"end"` // the Unix second of the last bucket
-	Step    int   `json:"step_seconds"`
-	Grants  []int `json:"grants"`
-	Waiters []int `json:"waiters"`
-}
-
-func (c *chart) json(now time.Time, waiters int) chartJSON {
-	c.advance(now, waiters)
-	out := chartJSON{End: now.Unix(), Step: 1, Grants: make([]int, chartLen), Waiters: make([]int, chartLen)}
-	for k := 0; k < chartLen; k++ {
-		i := int((c.start + int64(k)) % int64(chartLen))
-		out.Grants[k], out.Waiters[k] = c.grants[i], c.waiters[i]
 	}
 	return out
 }
