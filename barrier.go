@@ -1,5 +1,12 @@
 package etcdlock
 
+import (
+	"context"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
 // This file holds the session's barrier keys, which make a write of unknown
 // outcome harmless (DESIGN.md, "Writes of unknown outcome"). A request that
 // timed out may still be applied at any later time; nothing bounds the delay.
@@ -18,13 +25,6 @@ package etcdlock
 // The barrier is never deleted while the lease lives: a deleted barrier
 // compares as mod revision 0, the value of writes sent before its first raise.
 
-import (
-	"context"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
-
 // barrierGuard returns what every key-creating write of the session in dir
 // carries: the comparison with the barrier's mod revision as the session
 // knows it (sent; 0 while it knows of none) and, while it knows of none,
@@ -36,8 +36,9 @@ import (
 // where a raise would have moved it (see raiseBarrier): a copy of a write
 // sent with 0 fails from then on. The caller learns the barrier at the
 // revision of a successful Txn sent with 0 (learnBarrier).
-func (s *Session) barrierGuard(dir string) (cmp clientv3.Cmp, creates []clientv3.Op, sent int64) {
-	sent = s.barrierRev(dir)
+func (b *keyBook) barrierGuard(dir string) (cmp clientv3.Cmp, creates []clientv3.Op, sent int64) {
+	s := b.s
+	sent = b.barrierRev(dir)
 	key := barrierKey(dir, s.lease)
 	if sent == 0 {
 		creates = []clientv3.Op{clientv3.OpPut(key, "", clientv3.WithLease(s.lease))}
@@ -46,22 +47,22 @@ func (s *Session) barrierGuard(dir string) (cmp clientv3.Cmp, creates []clientv3
 }
 
 // barrierRev is the barrier's mod revision of dir as the session knows it.
-func (s *Session) barrierRev(dir string) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.barriers[dir]
+func (b *keyBook) barrierRev(dir string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.barriers[dir]
 }
 
 // learnBarrier records mod, a mod revision of dir's barrier read from etcd.
 // Mod revisions only grow (a re-created key gets a new one), so the newest wins.
-func (s *Session) learnBarrier(dir string, mod int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.barriers == nil {
-		s.barriers = map[string]int64{}
+func (b *keyBook) learnBarrier(dir string, mod int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.barriers == nil {
+		b.barriers = map[string]int64{}
 	}
-	if mod > s.barriers[dir] {
-		s.barriers[dir] = mod
+	if mod > b.barriers[dir] {
+		b.barriers[dir] = mod
 	}
 }
 
@@ -71,14 +72,14 @@ func (s *Session) learnBarrier(dir string, mod int64) {
 // the compare (the write must be sent again with the new value). A barrier
 // that someone deleted is re-created first (see raiseBarrier); the error is
 // that raise's.
-func (s *Session) barrierMoved(ctx context.Context, dir string, sent int64, kvs []*mvccpb.KeyValue) (bool, error) {
+func (b *keyBook) barrierMoved(ctx context.Context, dir string, sent int64, kvs []*mvccpb.KeyValue) (bool, error) {
 	if len(kvs) == 0 {
 		if sent == 0 {
 			return false, nil
 		}
-		return true, s.raiseBarrier(ctx, dir)
+		return true, b.raiseBarrier(ctx, dir)
 	}
-	s.learnBarrier(dir, kvs[0].ModRevision)
+	b.learnBarrier(dir, kvs[0].ModRevision)
 	return kvs[0].ModRevision != sent, nil
 }
 
@@ -86,9 +87,10 @@ func (s *Session) barrierMoved(ctx context.Context, dir string, sent int64, kvs 
 // before the call: after it returns nil, no such write can ever be applied.
 // One attempt: it returns the request's error when the outcome is unknown
 // (the caller retries; a repeated raise is harmless).
-func (s *Session) raiseBarrier(ctx context.Context, dir string) error {
+func (b *keyBook) raiseBarrier(ctx context.Context, dir string) error {
+	s := b.s
 	key := barrierKey(dir, s.lease)
-	m := s.barrierRev(dir)
+	m := b.barrierRev(dir)
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(actx).
@@ -100,7 +102,7 @@ func (s *Session) raiseBarrier(ctx context.Context, dir string) error {
 		return err
 	}
 	if resp.Succeeded {
-		s.learnBarrier(dir, resp.Header.Revision)
+		b.learnBarrier(dir, resp.Header.Revision)
 		return nil
 	}
 	// It had moved already (an earlier raise of ours was applied): any
@@ -109,11 +111,11 @@ func (s *Session) raiseBarrier(ctx context.Context, dir string) error {
 	if len(kvs) == 0 {
 		// Deleted by someone else: writes sent before its first raise
 		// compare equal again. Re-create it at once.
-		s.mu.Lock()
-		delete(s.barriers, dir)
-		s.mu.Unlock()
-		return s.raiseBarrier(ctx, dir)
+		b.mu.Lock()
+		delete(b.barriers, dir)
+		b.mu.Unlock()
+		return b.raiseBarrier(ctx, dir)
 	}
-	s.learnBarrier(dir, kvs[0].ModRevision)
+	b.learnBarrier(dir, kvs[0].ModRevision)
 	return nil
 }

@@ -80,7 +80,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 // which was cur at rev, until the watch fails or must move (see
 // Session.watcher); it returns why.
 func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
-	wt, moved := q.s.watcher(ctx, nil)
+	wt, moved := q.s.book.watcher(ctx, nil)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := wt.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))

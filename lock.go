@@ -96,7 +96,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	} else {
 		// The reaper deletes the key; the grant was current, so later calls
 		// report success once it is gone.
-		l.w.q.s.reap(l.w.key, l.w.rev, func() {
+		l.w.q.s.book.reap(l.w.key, l.w.rev, func() {
 			l.finish(nil)
 			l.w.free()
 		})

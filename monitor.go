@@ -42,7 +42,7 @@ func (w *waiter) monitor() {
 // move (see Session.watcher), or the key is gone, advancing *next past what
 // it saw; progress reports that it saw a later revision.
 func (w *waiter) watchOwn(next *int64) (gone, progress bool) {
-	wt, moved := w.q.s.watcher(w.ctx, nil)
+	wt, moved := w.q.s.book.watcher(w.ctx, nil)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
 	defer cancel()
 	wch := wt.Watch(wctx, w.key, clientv3.WithRev(*next), clientv3.WithFilterPut())

@@ -42,10 +42,21 @@ func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse
 	return kv.Txn(ctx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
 }
 
+// attemptTimeout bounds one attempt of a request that the library retries.
+// A request caught in flight by an etcd leader crash otherwise waits out
+// etcd's own request timeout (5s + 2 election timeouts) before failing; every
+// retried request here is idempotent.
+const attemptTimeout = 2 * time.Second
+
+// connWait bounds how long a watch waits for the keeper to lend a
+// connection before it opens on the client's balanced one (see watcher).
+const connWait = time.Second
+
 // commit sends op: on a first attempt through the client's batcher (when
 // the session batches), else as a Txn of its own, over the leader's
 // connection unless retry (see attempt).
-func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+func (b *keyBook) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+	s := b.s
 	if b := s.keeper.batch; b != nil && !retry {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
@@ -53,18 +64,12 @@ func (s *Session) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.T
 			return resp, err
 		}
 	}
-	actx, kv, done := s.attempt(ctx, retry)
+	actx, kv, done := b.attempt(ctx, retry)
 	defer done()
 	resp, err := op.send(actx, kv)
 	s.observer().Batched(1)
 	return resp, err
 }
-
-// attemptTimeout bounds one attempt of a request that the library retries.
-// A request caught in flight by an etcd leader crash otherwise waits out
-// etcd's own request timeout (5s + 2 election timeouts) before failing; every
-// retried request here is idempotent.
-const attemptTimeout = 2 * time.Second
 
 // attempt prepares one attempt of a request the queue retries: ctx bounded
 // by attemptTimeout, the KV to send it on, and the func to call when the
@@ -73,7 +78,8 @@ const attemptTimeout = 2 * time.Second
 // attempt failed) always uses the balanced one, since the keeper's
 // connection may lead to a dead or unreachable member until the keeper
 // notices.
-func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
+func (b *keyBook) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
+	s := b.s
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	if !retry {
 		if lc := s.keeper.borrow(); lc != nil {
@@ -82,10 +88,6 @@ func (s *Session) attempt(ctx context.Context, retry bool) (context.Context, cli
 	}
 	return actx, s.cli, cancel
 }
-
-// connWait bounds how long a watch waits for the keeper to lend a
-// connection before it opens on the client's balanced one (see watcher).
-const connWait = time.Second
 
 // watcher returns the Watcher for the session's watches (a waiter's
 // predecessor watch, a grant's monitor, Observe) and a channel that is closed
@@ -100,7 +102,8 @@ const connWait = time.Second
 // packets for as long as the client's gRPC keepalive lets it (by default,
 // forever). Without pinning, on a wrapped client, or once the session has
 // ended, it returns the client and a nil channel.
-func (s *Session) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
+func (b *keyBook) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
+	s := b.s
 	if !s.opts.pinning || !plainClient(s.cli) || s.ctx.Err() != nil {
 		return s.cli, nil // an ended session's keeper lends nothing more
 	}

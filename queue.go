@@ -71,7 +71,7 @@ func (sk slotKey) with(value string) slotKey {
 // to be stored with value.
 func (q queue) newKey(value string) slotKey {
 	scope := q.dir + q.tag
-	slot := q.s.takeSlot(scope)
+	slot := q.s.book.takeSlot(scope)
 	return slotKey{key: waiterKey(q.dir, q.tag, q.s.lease, slot), scope: scope, slot: slot, at: time.Now(), value: value}
 }
 
@@ -80,9 +80,9 @@ func (q queue) newKey(value string) slotKey {
 // the key had a known outcome; else the reaper first makes sure that none of
 // them can still be applied (raiseBarrier), and deletes what they created.
 func (q queue) gone(sk slotKey) {
-	free := func() { q.s.freeSlot(sk.scope, sk.slot) }
+	free := func() { q.s.book.freeSlot(sk.scope, sk.slot) }
 	if sk.uncertain {
-		q.s.reapUnknown(q.dir, sk.key, free)
+		q.s.book.reapUnknown(q.dir, sk.key, free)
 		return
 	}
 	free()
@@ -216,7 +216,7 @@ func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine
 	}
 	// The barrier moved (the reaper retired writes of the session): this
 	// attempt wrote nothing.
-	moved, err := q.s.barrierMoved(ctx, q.dir, sent, barrier)
+	moved, err := q.s.book.barrierMoved(ctx, q.dir, sent, barrier)
 	return nil, moved, err
 }
 
@@ -239,7 +239,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 			q.gone(e.sk)
 			return nil, nil, false, err
 		}
-		bcmp, bput, sent := q.s.barrierGuard(q.dir)
+		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
 		resp, err := e.send(ctx, bcmp, bput)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			w, ahead, known, aerr := e.answered(ctx, resp, sent)
@@ -285,7 +285,7 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp, bput []clientv
 	if e.explain || e.sk.uncertain {
 		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
 	}
-	return q.s.commit(ctx, e.sk.uncertain, op)
+	return q.s.book.commit(ctx, e.sk.uncertain, op)
 }
 
 // answered returns the waiter of an answered Txn (or of an earlier attempt
@@ -295,7 +295,7 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp, bput []clientv
 func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, sent int64) (*waiter, []*mvccpb.KeyValue, bool, error) {
 	if resp.Succeeded {
 		if sent == 0 {
-			e.q.s.learnBarrier(e.q.dir, resp.Header.Revision) // created with the key
+			e.q.s.book.learnBarrier(e.q.dir, resp.Header.Revision) // created with the key
 		}
 		w := e.q.newWaiter(e.sk, resp.Header.Revision)
 		w.seen = w.rev

@@ -34,39 +34,6 @@ type reaper struct {
 	running bool       // a loop goroutine runs (or is being started)
 }
 
-// reap hands a key of known create revision to the session's reaper, which
-// deletes it guarded by that revision with backoff until it succeeds, the
-// lease is gone, or the session is over; then it calls done. It never blocks.
-func (s *Session) reap(key string, rev int64, done func()) {
-	s.reaper.add(reapItem{key: key, rev: rev, done: done})
-}
-
-// reapUnknown is reap for a key in dir that a write of unknown outcome may
-// have created, or may still create at any later time. The reaper raises the
-// session's barrier of dir first, so that no such write can be applied any
-// more, then deletes what exists, guarded by its create revision.
-func (s *Session) reapUnknown(dir, key string, done func()) {
-	s.reaper.add(reapItem{key: key, dir: dir, done: done})
-}
-
-// removeNow tries once, bounded by attemptTimeout, to remove it as the reaper
-// would, and hands it to the reaper if that does not finish: a failed
-// acquisition leaves no key behind when the cluster answers.
-func (s *Session) removeNow(it reapItem) {
-	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
-	finished, err := s.reapStep(ctx, &it)
-	cancel()
-	if !finished && classify(err) == leaseGone {
-		finished = true
-		_ = s.leaseLost() // its keys are gone with it
-	}
-	if finished {
-		it.finish()
-		return
-	}
-	s.reaper.add(it)
-}
-
 func (it reapItem) finish() {
 	if it.done != nil {
 		it.done()
@@ -159,7 +126,7 @@ func (r *reaper) loop() {
 		if !ok {
 			return
 		}
-		finished, err := s.reapStep(s.ctx, &it)
+		finished, err := s.book.reapStep(s.ctx, &it)
 		if finished {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			it.finish()
@@ -184,14 +151,49 @@ func (r *reaper) loop() {
 	}
 }
 
+// reap hands a key of known create revision to the session's reaper, which
+// deletes it guarded by that revision with backoff until it succeeds, the
+// lease is gone, or the session is over; then it calls done. It never blocks.
+func (b *keyBook) reap(key string, rev int64, done func()) {
+	b.reaper.add(reapItem{key: key, rev: rev, done: done})
+}
+
+// reapUnknown is reap for a key in dir that a write of unknown outcome may
+// have created, or may still create at any later time. The reaper raises the
+// session's barrier of dir first, so that no such write can be applied any
+// more, then deletes what exists, guarded by its create revision.
+func (b *keyBook) reapUnknown(dir, key string, done func()) {
+	b.reaper.add(reapItem{key: key, dir: dir, done: done})
+}
+
+// removeNow tries once, bounded by attemptTimeout, to remove it as the reaper
+// would, and hands it to the reaper if that does not finish: a failed
+// acquisition leaves no key behind when the cluster answers.
+func (b *keyBook) removeNow(it reapItem) {
+	s := b.s
+	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
+	finished, err := b.reapStep(ctx, &it)
+	cancel()
+	if !finished && classify(err) == leaseGone {
+		finished = true
+		_ = s.leaseLost() // its keys are gone with it
+	}
+	if finished {
+		it.finish()
+		return
+	}
+	b.reaper.add(it)
+}
+
 // reapStep takes it one step further: for a key of unknown outcome, it raises
 // the barrier and reads what exists (nothing: finished); then it deletes the
 // key guarded by its create revision. finished reports that the key is gone
 // for good; err is the failed request's error otherwise.
-func (s *Session) reapStep(ctx context.Context, it *reapItem) (finished bool, err error) {
+func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, err error) {
+	s := b.s
 	if it.rev == 0 {
 		if !it.raised {
-			if err := s.raiseBarrier(ctx, it.dir); err != nil {
+			if err := b.raiseBarrier(ctx, it.dir); err != nil {
 				return false, err
 			}
 			it.raised = true
@@ -208,7 +210,7 @@ func (s *Session) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 		it.rev = resp.Kvs[0].CreateRevision
 	}
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	err = s.deleteKey(actx, it.key, it.rev)
+	err = b.deleteKey(actx, it.key, it.rev)
 	cancel()
 	err = s.runHook(hookReaped, err)
 	return err == nil, err
@@ -217,7 +219,8 @@ func (s *Session) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 // deleteKey deletes the generation of key created at rev (rev > 0): a Txn
 // guarded by the create revision, so that it can never delete a later key of
 // the same name, whenever it is applied. A key already gone counts as deleted.
-func (s *Session) deleteKey(ctx context.Context, key string, rev int64) error {
+func (b *keyBook) deleteKey(ctx context.Context, key string, rev int64) error {
+	s := b.s
 	_, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).

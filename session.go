@@ -37,7 +37,7 @@ type Session struct {
 	opts     sessionOptions
 	keeper   *keeper
 	tune     *tuning
-	reaper   *reaper         // has its own lock
+	book     *keyBook        // its keys and requests (book.go)
 	ctx      context.Context // canceled with the loss cause, by expire
 	cancel   context.CancelCauseFunc
 	// revoking bounds the revoke of a lost session's lease (see expire):
@@ -58,10 +58,6 @@ type Session struct {
 	validWall time.Time   // the same instant, wall clock only
 	sent      []time.Time // send times of unacknowledged keepalives
 	expiry    *time.Timer // fires at validMono
-	// Written by acquisitions and releases of the session's grants.
-	slots    map[string][]bool // slots.go
-	barriers map[string]int64  // queue dir -> the barrier's mod revision (barrier.go)
-	waiters  map[*waiter]bool  // every key of known create revision not yet gone (releaseAll)
 
 	// Written by the first Close.
 	closeOnce sync.Once
@@ -114,11 +110,10 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		identity: o.identity,
 		opts:     o,
 		tune:     defaultTuning(),
-		reaper:   &reaper{},
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(g.id))), zap.String("identity", o.identity)),
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
-	s.reaper.s = s
+	s.book = newKeyBook(s)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.revoking, s.stopRevoking = context.WithCancel(cli.Ctx())
 	s.closing = make(chan struct{})
@@ -200,7 +195,7 @@ func (s *Session) expire(cause error, reason string) {
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
-	defer s.reaper.finishParked() // the parked keys go with the lease
+	defer s.book.reaper.finishParked() // the parked keys go with the lease
 	if revoke {
 		go func() {
 			defer s.wg.Done()
@@ -336,7 +331,7 @@ func (s *Session) Close() error {
 		s.mu.Unlock()
 		if wasLive && !gone && s.cli.Ctx().Err() == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.revokeBound())
-			s.releaseAll(ctx)
+			s.book.releaseAll(ctx)
 			cancel()
 			ctx, cancel = context.WithTimeout(context.Background(), s.revokeBound())
 			err := s.revokeLease(ctx)
@@ -358,48 +353,6 @@ func (s *Session) Close() error {
 
 // closeReleases bounds how many keys Close deletes at once.
 const closeReleases = 256
-
-// track notes w's key until free untracks it.
-func (s *Session) track(w *waiter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waiters == nil {
-		s.waiters = map[*waiter]bool{}
-	}
-	s.waiters[w] = true
-}
-
-func (s *Session) untrack(w *waiter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.waiters, w)
-}
-
-// releaseAll sends one guarded delete of every key
-// the session still has (closeReleases at a time; the batcher groups them)
-// and waits for the answers or ctx. A key it does not delete goes with the
-// lease.
-func (s *Session) releaseAll(ctx context.Context) {
-	s.mu.Lock()
-	ws := make([]*waiter, 0, len(s.waiters))
-	for w := range s.waiters {
-		ws = append(ws, w)
-	}
-	s.mu.Unlock()
-	slots := make(chan struct{}, closeReleases)
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			if _, err := w.deleteKey(ctx, false); err != nil {
-				s.log.Debug("close: delete failed; the key goes with the lease", zap.String("key", w.key), zap.Error(err))
-			}
-		}()
-	}
-	wg.Wait()
-}
 
 // ctxErr prefers ctx's error (with its cause) when ctx has ended.
 func ctxErr(ctx context.Context, err error) error {

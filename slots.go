@@ -8,29 +8,29 @@ package etcdlock
 // queue is "<lease>-<slot>": reusing key names keeps etcd's index of deleted
 // keys (walked by every read of the queue until compaction) from growing
 // with every acquisition.
-func (s *Session) takeSlot(scope string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.slots == nil {
-		s.slots = map[string][]bool{}
+func (b *keyBook) takeSlot(scope string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slots == nil {
+		b.slots = map[string][]bool{}
 	}
-	busy := s.slots[scope]
-	for i, b := range busy {
-		if !b {
+	busy := b.slots[scope]
+	for i, used := range busy {
+		if !used {
 			busy[i] = true
 			return i
 		}
 	}
-	s.slots[scope] = append(busy, true)
+	b.slots[scope] = append(busy, true)
 	return len(busy)
 }
 
 // freeSlot makes slot of scope reusable: its key is certainly gone and no
 // write of unknown outcome can re-create it.
-func (s *Session) freeSlot(scope string, slot int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	busy := s.slots[scope]
+func (b *keyBook) freeSlot(scope string, slot int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	busy := b.slots[scope]
 	if slot < len(busy) {
 		busy[slot] = false
 	}
@@ -38,8 +38,8 @@ func (s *Session) freeSlot(scope string, slot int) {
 		busy = busy[:len(busy)-1]
 	}
 	if len(busy) == 0 {
-		delete(s.slots, scope)
+		delete(b.slots, scope)
 	} else {
-		s.slots[scope] = busy
+		b.slots[scope] = busy
 	}
 }

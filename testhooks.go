@@ -31,7 +31,7 @@ func init() {
 		ss.validMono, ss.validWall = past, past.Round(0)
 		ss.mu.Unlock()
 	}
-	testhook.ReaperIdle = func(s any) bool { return session(s).reaper.idle() }
+	testhook.ReaperIdle = func(s any) bool { return session(s).book.reaper.idle() }
 	testhook.SessionOf = func(g any) any {
 		switch g := g.(type) {
 		case *Lock:
@@ -54,11 +54,11 @@ func initKeyHooks() {
 	testhook.EncodeValue = encodeValue
 	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
 	testhook.BarrierGuard = func(s any, dir string) clientv3.Cmp {
-		cmp, _, _ := s.(*Session).barrierGuard(dir)
+		cmp, _, _ := s.(*Session).book.barrierGuard(dir)
 		return cmp
 	}
-	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return s.(*Session).raiseBarrier(ctx, dir) }
-	testhook.BarrierRev = func(s any, dir string) int64 { return s.(*Session).barrierRev(dir) }
+	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return s.(*Session).book.raiseBarrier(ctx, dir) }
+	testhook.BarrierRev = func(s any, dir string) int64 { return s.(*Session).book.barrierRev(dir) }
 }
 
 func initPathHooks() {

@@ -66,7 +66,7 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (*waiter, error)
 func (q queue) readFront(ctx context.Context, n int64) (*clientv3.GetResponse, error) {
 	b := newBackoff(requestFloor, requestCeil)
 	for {
-		actx, kv, done := q.s.attempt(ctx, true)
+		actx, kv, done := q.s.book.attempt(ctx, true)
 		resp, err := kv.Get(actx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(n))
 		done()
@@ -112,12 +112,12 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 	sk := q.newKey(value)
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		bcmp, bput, sent := q.s.barrierGuard(q.dir)
+		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
 		resp, err := q.tryTxn(ctx, sk, append(slices.Clip(cmps), bcmp), bput, retry)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			if resp.Succeeded {
 				if sent == 0 {
-					q.s.learnBarrier(q.dir, resp.Header.Revision) // created with the key
+					q.s.book.learnBarrier(q.dir, resp.Header.Revision) // created with the key
 				}
 				return q.newWaiter(sk, resp.Header.Revision), nil, nil
 			}
@@ -158,7 +158,7 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 // the key is new; else read the queue's first key, the key and the barrier.
 func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
-	return q.s.commit(ctx, retry, txnOp{dir: q.dir,
+	return q.s.book.commit(ctx, retry, txnOp{dir: q.dir,
 		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
 		thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
 		elses: []clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),

@@ -114,7 +114,7 @@ func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvcc
 	var from int64 // 0: a fresh, synced watch with a created notification
 	b := newBackoff(watchFloor, watchCeil)
 	for {
-		wt, moved := w.q.s.watcher(ctx, w.ctx.Done())
+		wt, moved := w.q.s.book.watcher(ctx, w.ctx.Done())
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		key, opts := plan.watchOpts(w.q.dir, from)
 		r, err := w.consume(ctx, wt.Watch(wctx, key, opts...), moved, pol, plan, from)
@@ -325,7 +325,7 @@ func (w *waiter) readAt(ctx context.Context, rev int64, pol policy, retry bool) 
 	if err := w.q.s.runHook(hookHandoffRead, nil); err != nil {
 		return nil, err
 	}
-	actx, kv, done := w.q.s.attempt(ctx, retry)
+	actx, kv, done := w.q.s.book.attempt(ctx, retry)
 	defer done()
 	return kv.Get(actx, w.q.dir, opts...)
 }

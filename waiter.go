@@ -54,7 +54,7 @@ type waiter struct {
 // free releases the waiter's slot once its key is gone.
 func (w *waiter) free() {
 	w.freeOnce.Do(func() {
-		w.q.s.untrack(w)
+		w.q.s.book.untrack(w)
 		w.q.gone(w.sk)
 	})
 }
@@ -62,7 +62,7 @@ func (w *waiter) free() {
 func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
 	w := &waiter{q: q, sk: sk, key: sk.key, rev: rev}
 	w.ctx, w.lose = context.WithCancelCause(q.s.ctx)
-	q.s.track(w)
+	q.s.book.track(w)
 	return w
 }
 
@@ -74,7 +74,7 @@ func (w *waiter) abandon(cause error) {
 		cause = context.Canceled
 	}
 	w.lose(cause)
-	w.q.s.removeNow(reapItem{key: w.key, rev: w.rev, done: w.free})
+	w.q.s.book.removeNow(reapItem{key: w.key, rev: w.rev, done: w.free})
 }
 
 // stamp writes the grant's moment into its key's value, once, in a goroutine
@@ -87,7 +87,7 @@ func (w *waiter) abandon(cause error) {
 // a Proclaim, leaves the key without one.
 func (w *waiter) stamp() {
 	w.q.s.goRun(func() {
-		_, err := w.q.s.commit(w.ctx, false, txnOp{dir: w.q.dir,
+		_, err := w.q.s.book.commit(w.ctx, false, txnOp{dir: w.q.dir,
 			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)},
 			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
@@ -103,7 +103,7 @@ func (w *waiter) stamp() {
 func (w *waiter) touch(ctx context.Context) error {
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		resp, err := w.q.s.commit(ctx, retry, txnOp{dir: w.q.dir,
+		resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
 			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
 			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		switch classify(err) {
