@@ -13,7 +13,7 @@ var (
 	// ErrLocked is returned by TryLock when the lock is held or waited on.
 	ErrLocked = errors.New("etcdlock: locked")
 	// ErrNotHeld is returned by Unlock, Resign and Proclaim of a grant that was
-	// lost before the call, and by Proclaim, Done, MarkDone and RunOnce when
+	// lost before the call, and by Proclaim, Completed, MarkDone and RunOnce when
 	// the grant ends before etcd answers; the error also wraps the cause of
 	// the loss.
 	ErrNotHeld = errors.New("etcdlock: not held")

@@ -81,36 +81,34 @@ func (m *Member) PeerURL() string { return m.peerProxy.url() }
 
 // ID returns the member's etcd member ID (the same after Restart).
 func (m *Member) ID() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.id
+	_, id, _ := m.state()
+	return id
 }
 
 // Running reports whether the member runs (it was not killed, or it was
 // restarted since).
 func (m *Member) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd != nil
+	e, _, _ := m.state()
+	return e != nil
 }
 
 // Isolated reports whether the member is cut from its peers (Isolate was
 // called and Heal was not called since).
 func (m *Member) Isolated() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.isolated
+	_, _, isolated := m.state()
+	return isolated
 }
 
 // Server returns the running embedded etcd server, or nil while the member
 // is killed. Use it to inspect (Server.Server.Leader(), Term(), ...); do not
 // Close it: use Kill.
 func (m *Member) Server() *embed.Etcd {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd
+	e, _, _ := m.state()
+	return e
 }
 
+// state returns the running server (nil while killed), the member ID and
+// whether the member is isolated.
 func (m *Member) state() (e *embed.Etcd, id uint64, isolated bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -175,13 +173,17 @@ func (m *Member) WaitReady(ctx context.Context) error {
 // returns when the server is fully stopped and its data can be reopened by
 // Restart. Kill of a member that is not running returns an error wrapping
 // ErrNotRunning; after Cluster.Close it returns ErrClosed.
-func (m *Member) Kill() error {
+func (m *Member) Kill() error { return m.op(m.kill) }
+
+// op runs f as one of the cluster's operations (serialized by c.opMu),
+// unless the cluster is closed: then it returns ErrClosed.
+func (m *Member) op(f func() error) error {
 	m.c.opMu.Lock()
 	defer m.c.opMu.Unlock()
 	if m.c.isClosed() {
 		return ErrClosed
 	}
-	return m.kill()
+	return f()
 }
 
 // kill does Kill; the caller holds c.opMu.
@@ -221,15 +223,12 @@ func (m *Member) kill() error {
 // a running member returns an error wrapping ErrRunning; after Cluster.Close
 // it returns ErrClosed.
 func (m *Member) Restart() error {
-	m.c.opMu.Lock()
-	defer m.c.opMu.Unlock()
-	if m.c.isClosed() {
-		return ErrClosed
-	}
-	if m.Running() {
-		return fmt.Errorf("embedtest: restart %s: %w", m.name, ErrRunning)
-	}
-	return m.start(embed.ClusterStateFlagExisting)
+	return m.op(func() error {
+		if m.Running() {
+			return fmt.Errorf("embedtest: restart %s: %w", m.name, ErrRunning)
+		}
+		return m.start(embed.ClusterStateFlagExisting)
+	})
 }
 
 // Isolate cuts the member from every peer, both ways, as a network partition
@@ -245,37 +244,31 @@ func (m *Member) Restart() error {
 // isolated: it stays cut when restarted. After Cluster.Close it returns
 // ErrClosed.
 func (m *Member) Isolate() error {
-	m.c.opMu.Lock()
-	defer m.c.opMu.Unlock()
-	if m.c.isClosed() {
-		return ErrClosed
-	}
-	m.mu.Lock()
-	m.isolated = true
-	m.mu.Unlock()
-	m.peerProxy.setTarget("")
-	m.c.applyCuts()
-	return nil
+	return m.op(func() error {
+		m.mu.Lock()
+		m.isolated = true
+		m.mu.Unlock()
+		m.peerProxy.setTarget("")
+		m.c.applyCuts()
+		return nil
+	})
 }
 
 // Heal undoes Isolate: raft messages flow again both ways and the peer proxy
 // forwards again. Heal of a member that is not isolated does nothing. After
 // Cluster.Close it returns ErrClosed.
 func (m *Member) Heal() error {
-	m.c.opMu.Lock()
-	defer m.c.opMu.Unlock()
-	if m.c.isClosed() {
-		return ErrClosed
-	}
-	m.mu.Lock()
-	m.isolated = false
-	peerAddr := m.peerAddr
-	m.mu.Unlock()
-	if peerAddr != "" {
-		m.peerProxy.setTarget(peerAddr)
-	}
-	m.c.applyCuts()
-	return nil
+	return m.op(func() error {
+		m.mu.Lock()
+		m.isolated = false
+		peerAddr := m.peerAddr
+		m.mu.Unlock()
+		if peerAddr != "" {
+			m.peerProxy.setTarget(peerAddr)
+		}
+		m.c.applyCuts()
+		return nil
+	})
 }
 
 // config builds the embed configuration of this member.

@@ -96,3 +96,12 @@ func checkOutput(cmd *cobra.Command, output string, allowed ...string) error {
 	}
 	return usagef(cmd, "--output must be one of %v, not %q", allowed, output)
 }
+
+// checkNameAndOutput checks the NAME argument and -o of a command that
+// prints one name's state.
+func checkNameAndOutput(cmd *cobra.Command, name, output string, allowed ...string) error {
+	if err := checkName(cmd, name); err != nil {
+		return err
+	}
+	return checkOutput(cmd, output, allowed...)
+}

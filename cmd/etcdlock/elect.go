@@ -73,10 +73,7 @@ leader, a proclaimed value, "no leader"), one line each, until interrupted.
 A slow reader may skip intermediate states but always sees the latest.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkName(cmd, args[0]); err != nil {
-				return err
-			}
-			if err := checkOutput(cmd, output, "text", "json"); err != nil {
+			if err := checkNameAndOutput(cmd, args[0], output, "text", "json"); err != nil {
 				return err
 			}
 			return a.observe(args[0], output)

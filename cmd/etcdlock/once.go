@@ -34,10 +34,7 @@ later run completed meanwhile, nothing is deleted and it exits 1.`,
 		Short: "Print the last completed run of NAME",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkName(cmd, args[0]); err != nil {
-				return err
-			}
-			if err := checkOutput(cmd, output, "text", "json"); err != nil {
+			if err := checkNameAndOutput(cmd, args[0], output, "text", "json"); err != nil {
 				return err
 			}
 			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {

@@ -30,10 +30,7 @@ TTL/10), so a holder's dips to about two thirds of the TTL between renewals.
 A name used with run --once also shows its last completed run.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkName(cmd, args[0]); err != nil {
-				return err
-			}
-			if err := checkOutput(cmd, output, "table", "json"); err != nil {
+			if err := checkNameAndOutput(cmd, args[0], output, "table", "json"); err != nil {
 				return err
 			}
 			return a.status(args[0], output)

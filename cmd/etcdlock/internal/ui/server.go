@@ -286,10 +286,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is unreachable (Go 1.23)
 		return true
 	case <-ctx.Done():
 		return false
