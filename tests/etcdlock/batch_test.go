@@ -199,6 +199,12 @@ func TestBatchNeverTwoOfOneName(t *testing.T) {
 	if later.l.Token() <= held.l.Token() {
 		t.Fatalf("tokens %d then %d; want the later grant's larger", held.l.Token(), later.l.Token())
 	}
+	g.checkOnePerQueue(t)
+}
+
+// checkOnePerQueue fails t if a batch carried two writes of one queue.
+func (g *batchGate) checkOnePerQueue(t *testing.T) {
+	t.Helper()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, dirs := range g.batches {

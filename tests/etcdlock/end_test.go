@@ -102,6 +102,19 @@ func (ew *endWatch) apply(evs []*clientv3.Event) {
 // Unlock, a canceled Lock's cleanup and Session.Close (which deletes its
 // keys before it revokes its lease) read as released, a revoked lease as
 // expired. Describe and List never show a barrier or a marker.
+// canceledWaiter makes s wait for name, cancels that Lock once it waits,
+// and returns its key's token.
+func canceledWaiter(t *testing.T, ctx context.Context, cli *clientv3.Client, s *etcdlock.Session, name string) etcdlock.Token {
+	t.Helper()
+	lctx, cancel := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	go func() { _, err := etcdlock.NewMutex(s, name).Lock(lctx); res <- err }()
+	st := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	cancel()
+	<-res
+	return st.Waiters[0].Token
+}
+
 func TestWhyAKeyWent(t *testing.T) {
 	cli := newClient(t, nil)
 	ctx := testCtx(t, time.Minute)
@@ -126,13 +139,7 @@ func TestWhyAKeyWent(t *testing.T) {
 
 	holder := mustLock(t, etcdlock.NewMutex(s, name))
 	other := openSession(t, cli)
-	lctx, cancel := context.WithCancel(ctx)
-	res := make(chan error, 1)
-	go func() { _, err := etcdlock.NewMutex(other, name).Lock(lctx); res <- err }()
-	st := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
-	cancel()
-	<-res
-	if how := ew.await(st.Waiters[0].Token); how != "released" {
+	if how := ew.await(canceledWaiter(t, ctx, cli, other, name)); how != "released" {
 		t.Errorf("a canceled Lock's cleanup: %s, want released (left)", how)
 	}
 

@@ -48,6 +48,21 @@ func awaitLoss(t *testing.T, s *etcdlock.Session) {
 // same id; when A's link comes back, A does not run it a second time while
 // B's run is in progress (before, A's read answered "not done" after the
 // link came back and A called fn 8 ms later, its context already ended).
+// runOnceUntil starts RunOnce of id on s, whose fn closes started and
+// returns once finish is closed; RunOnce's error comes on res.
+func runOnceUntil(t *testing.T, s *etcdlock.Session, name, id string) (started, finish chan struct{}, res <-chan error) {
+	started, finish = make(chan struct{}), make(chan struct{})
+	r := make(chan error, 1)
+	go func() {
+		r <- etcdlock.NewMutex(s, name).RunOnce(testCtx(t, time.Minute), id, func(context.Context, *etcdlock.Lock) error {
+			close(started)
+			<-finish
+			return nil
+		})
+	}()
+	return started, finish, r
+}
+
 func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
 	c := embedtest.Start(t)
 	sA, link := cutSession(t, c, 3*time.Second)
@@ -75,16 +90,7 @@ func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
 	}
 
 	// B runs the same id; A's lease expires in etcd meanwhile.
-	sB := openSession(t, newClient(t, c))
-	started, finish := make(chan struct{}), make(chan struct{})
-	resB := make(chan error, 1)
-	go func() {
-		resB <- etcdlock.NewMutex(sB, name).RunOnce(testCtx(t, time.Minute), id, func(context.Context, *etcdlock.Lock) error {
-			close(started)
-			<-finish
-			return nil
-		})
-	}()
+	started, finish, resB := runOnceUntil(t, openSession(t, newClient(t, c)), name, id)
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,31 @@ func TestExpiredOnTimeline(t *testing.T) {
 // exactly the grant shown (its holder's Lock.Context ends with
 // ErrLockLost), the timeline says "broken", and a second Break of the same
 // grant changes nothing.
+// checkForgedBreaks checks that hs refuses body posted through another
+// host name (DNS rebinding) and a form post (a cross-site form).
+func checkForgedBreaks(t *testing.T, hs *httptest.Server, body string) {
+	t.Helper()
+	rebound, err := http.NewRequest(http.MethodPost, hs.URL+"/api/break", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound.Host = "attacker.example:8080" // a name rebound to this address
+	rebound.Header.Set("Content-Type", "application/json")
+	if resp, err := hs.Client().Do(rebound); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a break through a name: %d, want 403", resp.StatusCode)
+	}
+	resp, err := hs.Client().Post(hs.URL+"/api/break", "application/x-www-form-urlencoded", strings.NewReader("name=x&token=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("a form post: %d, want 415", resp.StatusCode)
+	}
+}
+
 func TestBreakAPI(t *testing.T) {
 	cli := newClient(t)
 	p := uniquePrefix(t)
@@ -240,25 +266,7 @@ func TestBreakAPI(t *testing.T) {
 			t.Errorf("break %s: %d %s, want 400", bad, code, msg)
 		}
 	}
-	rebound, err := http.NewRequest(http.MethodPost, hs.URL+"/api/break", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebound.Host = "attacker.example:8080" // a name rebound to this address
-	rebound.Header.Set("Content-Type", "application/json")
-	if resp, err := hs.Client().Do(rebound); err != nil {
-		t.Fatal(err)
-	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a break through a name: %d, want 403", resp.StatusCode)
-	}
-	resp, err := hs.Client().Post(hs.URL+"/api/break", "application/x-www-form-urlencoded", strings.NewReader("name=x&token=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnsupportedMediaType {
-		t.Errorf("a form post: %d, want 415", resp.StatusCode)
-	}
+	checkForgedBreaks(t, hs, body)
 	if next.Context().Err() != nil {
 		t.Fatal("a bad break ended the holder's grant")
 	}
