@@ -32,6 +32,10 @@ func newKeyBook(s *Session) *keyBook {
 	return &keyBook{s: s, reaper: &reaper{s: s}}
 }
 
+// end is called once the session is over: the keys the reaper parked go
+// with the lease.
+func (b *keyBook) end() { b.reaper.finishParked() }
+
 // track notes w's key until free untracks it.
 func (b *keyBook) track(w *waiter) {
 	b.mu.Lock()

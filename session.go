@@ -195,7 +195,7 @@ func (s *Session) expire(cause error, reason string) {
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
-	defer s.book.reaper.finishParked() // the parked keys go with the lease
+	defer s.book.end()
 	if revoke {
 		go func() {
 			defer s.wg.Done()
