@@ -78,7 +78,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 
 // follow watches q from rev + 1 and publishes every change of the leader,
 // which was cur at rev, until the watch fails or must move (see
-// Session.watcher); it returns why.
+// keyBook.watcher); it returns why.
 func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
 	wt, moved := q.s.book.watcher(ctx, nil)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))

@@ -85,7 +85,7 @@ type keeper struct {
 	batch *batcher
 
 	// lent is what the keeper lends to the queue: the connection the
-	// current stream runs on (see borrow and Session.watcher). Never nil;
+	// current stream runs on (see borrow and keyBook.watcher). Never nil;
 	// written by serve.
 	lent atomic.Pointer[lending]
 

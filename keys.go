@@ -112,7 +112,7 @@ func listPrefix(prefix string) string { return keyRoot + escapeName(prefix) }
 
 // waiterKey returns the key of a session's acquisition that holds slot in
 // queue dir: "<dir><tag>/<lease hex>-<slot hex>". A slot is reused only once
-// its previous key is certainly gone (see Session.takeSlot), and watchers
+// its previous key is certainly gone (see keyBook.takeSlot), and watchers
 // ignore events older than their own key, so no old event of a reused name
 // is ever taken for a new one.
 func waiterKey(dir, tag string, lease clientv3.LeaseID, slot int) string {

@@ -154,7 +154,7 @@ func (c *streamConn) giveBack() {
 // borrowed: one on a connection to a dead member would never end (a
 // single-endpoint connection redials that member forever), so retiring ends
 // them and their waiters re-open them, from the last revision seen + 1, on
-// the keeper's next connection (see Session.watcher). A borrowed request is
+// the keeper's next connection (see keyBook.watcher). A borrowed request is
 // bounded by its attempt timeout.
 func (c *streamConn) retire() {
 	c.mu.Lock()

@@ -39,7 +39,7 @@ func (w *waiter) monitor() {
 }
 
 // watchOwn watches the waiter's key from *next until the watch ends or must
-// move (see Session.watcher), or the key is gone, advancing *next past what
+// move (see keyBook.watcher), or the key is gone, advancing *next past what
 // it saw; progress reports that it saw a later revision.
 func (w *waiter) watchOwn(next *int64) (gone, progress bool) {
 	wt, moved := w.q.s.book.watcher(w.ctx, nil)

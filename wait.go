@@ -108,7 +108,7 @@ type watchResult struct {
 
 // await watches what plan names until the policy's decision changes, and
 // returns the keys ahead at that point. A watch that fails, or must move to
-// the keeper's next connection (see Session.watcher), is re-opened from the
+// the keeper's next connection (see keyBook.watcher), is re-opened from the
 // last revision seen + 1, so no failure costs the waiter its place.
 func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvccpb.KeyValue, error) {
 	var from int64 // 0: a fresh, synced watch with a created notification
