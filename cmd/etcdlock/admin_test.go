@@ -42,6 +42,18 @@ func TestBreakOlderThan(t *testing.T) {
 // the time in the queue: a holder that waited 6 s and has held for a moment
 // is left alone by --older-than 5s, and broken once it has held 6 s. status
 // shows both times.
+// checkHeldUnder5 checks that status shows name's holder held under 5 s
+// and in the queue for 6 s or more.
+func checkHeldUnder5(t *testing.T, name string) {
+	t.Helper()
+	code, out, _ := run(t, "status", name, "-o", "json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Holder == nil || st.Holder.Held == nil ||
+		st.Holder.InQueue == nil || *st.Holder.Held > 5 || *st.Holder.InQueue < 6 {
+		t.Fatalf("status -o json: exit %d, %v: %s; want held < 5 s and in queue >= 6 s", code, err, out)
+	}
+}
+
 func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 	cli := newClient(t)
 	name := uniqueName(t)
@@ -69,12 +81,7 @@ func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 	if code != exitUsage || out != "" || !strings.Contains(stderr, "less than --older-than 5s: left alone") {
 		t.Fatalf("break --older-than 5s of a holder that waited 6 s: exit %d, stdout %q, stderr %q; want it left alone", code, out, stderr)
 	}
-	code, out, _ = run(t, "status", name, "-o", "json")
-	var st statusJSON
-	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Holder == nil || st.Holder.Held == nil ||
-		st.Holder.InQueue == nil || *st.Holder.Held > 5 || *st.Holder.InQueue < 6 {
-		t.Fatalf("status -o json: exit %d, %v: %s; want held < 5 s and in queue >= 6 s", code, err, out)
-	}
+	checkHeldUnder5(t, name)
 	time.Sleep(6 * time.Second) // the second holds 6 s
 	code, out, stderr = run(t, "break", name, "--older-than", "5s")
 	if code != 0 || !strings.Contains(out, second.Key()) {

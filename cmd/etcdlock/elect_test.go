@@ -56,6 +56,22 @@ func electFirst(t *testing.T, obs *proc, name string) (*proc, leaderJSON) {
 // TestElectAndObserve: observe follows the leaders of an election; elect
 // without a command holds leadership until interrupted; elect with a command
 // waits its turn, runs it while leading and resigns when it exits.
+// checkSecondLeads checks the second candidate's command line (line) and
+// what obs observes of its term, after v1's.
+func checkSecondLeads(t *testing.T, obs *proc, line string, v1 leaderJSON) {
+	t.Helper()
+	if f := strings.Fields(line); len(f) != 3 || f[1] != "v2" {
+		t.Errorf("the command printed %q", line)
+	}
+	v2 := nextLeader(t, obs, "v2", func(v leaderJSON) bool { return v.Value == "v2" })
+	if at, err := time.Parse(time.RFC3339Nano, v2.At); err != nil || time.Since(at) > time.Minute || time.Since(at) < 0 {
+		t.Errorf("observe's line has no time of its own: %+v (%v)", v2, err)
+	}
+	if v2.Identity != "second" || v2.Token <= v1.Token || !strings.HasSuffix(line, " "+(etcdlock.Token(v2.Token)).String()) {
+		t.Errorf("observed %+v after v1 (token %d); the command printed %q", v2, v1.Token, line)
+	}
+}
+
 func TestElectAndObserve(t *testing.T) {
 	cli := newClient(t)
 	name := uniqueName(t)
@@ -74,17 +90,7 @@ func TestElectAndObserve(t *testing.T) {
 	if code, _ := first.wait(); code != 0 || !strings.Contains(first.stderr.String(), "resigned leadership") {
 		t.Fatalf("elect v1 exited %d; stderr: %s; want 0 and that it resigned", code, first.stderr.String())
 	}
-	line := second.waitLine("leading")
-	if f := strings.Fields(line); len(f) != 3 || f[1] != "v2" {
-		t.Errorf("the command printed %q", line)
-	}
-	v2 := nextLeader(t, obs, "v2", func(v leaderJSON) bool { return v.Value == "v2" })
-	if at, err := time.Parse(time.RFC3339Nano, v2.At); err != nil || time.Since(at) > time.Minute || time.Since(at) < 0 {
-		t.Errorf("observe's line has no time of its own: %+v (%v)", v2, err)
-	}
-	if v2.Identity != "second" || v2.Token <= v1.Token || !strings.HasSuffix(line, " "+(etcdlock.Token(v2.Token)).String()) {
-		t.Errorf("observed %+v after v1 (token %d); the command printed %q", v2, v1.Token, line)
-	}
+	checkSecondLeads(t, obs, second.waitLine("leading"), v1)
 
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)

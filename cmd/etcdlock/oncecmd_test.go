@@ -27,6 +27,23 @@ func TestOnceShowAndClear(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	checkOnceShow(t, name, complete)
+	checkOnceClearConfirms(t, name, complete)
+	if code, out, _ := run(t, "run", name, "--once", "2026-12-04", "--", "echo", "ran again"); code != 0 || out != "ran again" {
+		t.Fatalf("run --once after the clear: exit %d, stdout %q", code, out)
+	}
+	if code, out, _ := run(t, "once", "clear", name, "--force"); code != 0 || !strings.Contains(out, "cleared") {
+		t.Fatalf("once clear --force: exit %d, stdout %q", code, out)
+	}
+	if code, _, stderr := run(t, "once", "clear", name, "--force"); code != exitUsage || !strings.Contains(stderr, "nothing to clear") {
+		t.Fatalf("once clear of no record: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// checkOnceShow: once show of a fresh name, of a record (text and JSON),
+// status's line, and run --once of an earlier id naming the recorded one.
+func checkOnceShow(t *testing.T, name string, complete func(id string)) {
+	t.Helper()
 	code, out, _ := run(t, "once", "show", name)
 	if code != 0 || !strings.Contains(out, "has no completion record") {
 		t.Fatalf("once show of a fresh name: exit %d, %q", code, out)
@@ -45,12 +62,17 @@ func TestOnceShowAndClear(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, `the last completed run is "2026-12-03"`) {
 		t.Fatalf("run --once of an earlier id: exit %d, stderr %q", code, stderr)
 	}
+}
 
+// checkOnceClearConfirms: once clear refuses a wrong id and a record that
+// changed after it was shown, and clears the record it showed once the
+// operator types its id (the record is then 2026-12-04's, now gone).
+func checkOnceClearConfirms(t *testing.T, name string, complete func(id string)) {
+	t.Helper()
 	p := startIn(t, "2026-12-02\n", nil, append(endpointFlags(), "once", "clear", name)...)
 	if code, _ := p.wait(); code != exitUsage || !strings.Contains(p.stderr.String(), "not confirmed") {
 		t.Fatalf("once clear with a wrong id: exit %d, stderr %q", code, p.stderr.String())
 	}
-
 	// Shown, then a later run completes, then confirmed: nothing cleared.
 	pr, pw := io.Pipe()
 	p = startReading(t, pr, nil, append(endpointFlags(), "once", "clear", name)...)
@@ -61,18 +83,8 @@ func TestOnceShowAndClear(t *testing.T) {
 	if code, _ := p.wait(); code != exitUsage || !strings.Contains(p.stderr.String(), "a later run completed after it was shown") {
 		t.Fatalf("once clear of a record that changed: exit %d, stderr %q", code, p.stderr.String())
 	}
-
 	p = startIn(t, "2026-12-04\n", nil, append(endpointFlags(), "once", "clear", name)...)
 	if code, out := p.wait(); code != 0 || !strings.Contains(out, "cleared") {
 		t.Fatalf("once clear confirmed: exit %d, stdout %q, stderr %q", code, out, p.stderr.String())
-	}
-	if code, out, _ = run(t, "run", name, "--once", "2026-12-04", "--", "echo", "ran again"); code != 0 || out != "ran again" {
-		t.Fatalf("run --once after the clear: exit %d, stdout %q", code, out)
-	}
-	if code, out, _ = run(t, "once", "clear", name, "--force"); code != 0 || !strings.Contains(out, "cleared") {
-		t.Fatalf("once clear --force: exit %d, stdout %q", code, out)
-	}
-	if code, _, stderr = run(t, "once", "clear", name, "--force"); code != exitUsage || !strings.Contains(stderr, "nothing to clear") {
-		t.Fatalf("once clear of no record: exit %d, stderr %q", code, stderr)
 	}
 }

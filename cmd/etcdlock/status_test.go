@@ -36,14 +36,29 @@ func queueUp(t *testing.T, cli *clientv3.Client, name string, ids ...string) {
 
 // sameEntry checks that status's JSON entry g says what Describe's w does,
 // with a lease_ttl_left of 1..ttl seconds.
+// sameEnqueued reports whether g's enqueue time is w's, and its time in the
+// queue up to a minute short of the time since then.
+func sameEnqueued(g entryJSON, w etcdlock.Entry) bool {
+	at, err := time.Parse(time.RFC3339Nano, g.Enqueued)
+	if err != nil || !at.Equal(w.Enqueued) || g.InQueue == nil {
+		return false
+	}
+	since := time.Since(w.Enqueued).Seconds()
+	return *g.InQueue >= since-60 && *g.InQueue <= since
+}
+
 func sameEntry(t *testing.T, what string, g entryJSON, w etcdlock.Entry, ttl int64) {
 	t.Helper()
-	if g.Key != w.Key || g.Token != int64(w.Token) || g.Lease != leaseHex(w.Lease) ||
-		g.Identity != w.Identity || g.Kind != w.Kind || g.Mode != w.Mode || g.Value != w.Value || g.Size != w.Size {
+	type fields struct {
+		key, lease, identity, kind, mode, value string
+		token                                   int64
+		size                                    int
+	}
+	if (fields{g.Key, g.Lease, g.Identity, g.Kind, g.Mode, g.Value, g.Token, g.Size}) !=
+		(fields{w.Key, leaseHex(w.Lease), w.Identity, w.Kind, w.Mode, w.Value, int64(w.Token), w.Size}) {
 		t.Errorf("%s = %+v, Describe says %+v", what, g, w)
 	}
-	if at, err := time.Parse(time.RFC3339Nano, g.Enqueued); err != nil || !at.Equal(w.Enqueued) ||
-		g.InQueue == nil || *g.InQueue < time.Since(w.Enqueued).Seconds()-60 || *g.InQueue > time.Since(w.Enqueued).Seconds() {
+	if !sameEnqueued(g, w) {
 		t.Errorf("%s: enqueued %q, %v s in the queue; Describe says %v", what, g.Enqueued, g.InQueue, w.Enqueued)
 	}
 	if g.LeaseTTLLeft == nil || *g.LeaseTTLLeft <= 0 || *g.LeaseTTLLeft > ttl {

@@ -60,25 +60,36 @@ func (ew *endWatch) await(tok etcdlock.Token) string {
 
 func (ew *endWatch) apply(evs []*clientv3.Event) {
 	for _, ev := range evs {
-		rev := ev.Kv.ModRevision
-		if b, ok := etcdlock.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
-			if ew.broken[rev] == nil {
-				ew.broken[rev] = map[etcdlock.Token]bool{}
-			}
-			ew.broken[rev][b.Token] = true
+		ew.note(ev)
+	}
+	ew.name()
+}
+
+// note records what ev shows: a break marker, a barrier's life, or a queue
+// key's deletion.
+func (ew *endWatch) note(ev *clientv3.Event) {
+	rev := ev.Kv.ModRevision
+	if b, ok := etcdlock.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
+		if ew.broken[rev] == nil {
+			ew.broken[rev] = map[etcdlock.Token]bool{}
 		}
-		if _, lease, ok := etcdlock.SessionOfKey(string(ev.Kv.Key)); ok {
-			if ev.Type == mvccpb.DELETE {
-				ew.barriers[lease] = rev
-			} else if _, seen := ew.barriers[lease]; !seen {
-				ew.barriers[lease] = 0
-			}
-		}
-		if testhook.IsQueueKey(string(ev.Kv.Key)) && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
-			tok := etcdlock.Token(ev.PrevKv.CreateRevision)
-			ew.pending[tok], ew.deleted[tok] = ev.PrevKv, rev
+		ew.broken[rev][b.Token] = true
+	}
+	if _, lease, ok := etcdlock.SessionOfKey(string(ev.Kv.Key)); ok {
+		if ev.Type == mvccpb.DELETE {
+			ew.barriers[lease] = rev
+		} else if _, seen := ew.barriers[lease]; !seen {
+			ew.barriers[lease] = 0
 		}
 	}
+	if testhook.IsQueueKey(string(ev.Kv.Key)) && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
+		tok := etcdlock.Token(ev.PrevKv.CreateRevision)
+		ew.pending[tok], ew.deleted[tok] = ev.PrevKv, rev
+	}
+}
+
+// name tells, for each deletion noted, how its key went, once it can.
+func (ew *endWatch) name() {
 	for tok, kv := range ew.pending {
 		d := ew.deleted[tok]
 		gone, known := ew.barriers[clientv3.LeaseID(kv.Lease)]

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestRunOnce: a run id runs once; the same id or an earlier one is
@@ -178,10 +179,17 @@ func TestCompletionReadAndClear(t *testing.T) {
 	if err := run("2"); err != nil || runs != 3 {
 		t.Fatalf("run 2 after the clear: %v, %d runs; want it to run again", err, runs)
 	}
+	checkCompletionBadInput(t, ctx, cli, name, second)
+}
+
+// checkCompletionBadInput: LastCompletion and ClearCompletion refuse a nil
+// client, a record etcdlock did not read and an empty name.
+func checkCompletionBadInput(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, rec etcdlock.Completion) {
+	t.Helper()
 	for _, err := range []error{
-		etcdlock.ClearCompletion(ctx, nil, name, second),
+		etcdlock.ClearCompletion(ctx, nil, name, rec),
 		etcdlock.ClearCompletion(ctx, cli, name, etcdlock.Completion{ID: "x"}),
-		etcdlock.ClearCompletion(ctx, cli, "", second),
+		etcdlock.ClearCompletion(ctx, cli, "", rec),
 		func() error { _, _, err := etcdlock.LastCompletion(ctx, nil, name); return err }(),
 	} {
 		if !errors.Is(err, etcdlock.ErrInvalidArgument) && !errors.Is(err, etcdlock.ErrInvalidName) {

@@ -16,6 +16,26 @@ import (
 
 // TestLocksAPI: the page's JSON shows holders with token and identity,
 // waiters in grant order, semaphores and elections, filtered and paged.
+// checkThreeNames checks TestLocksAPI's names as the API shows them: alice
+// holding the nightly lock (token tok) with bob behind her, carol's
+// semaphore of 3 and dave's leadership.
+func checkThreeNames(t *testing.T, got locksJSON, tok int64) {
+	t.Helper()
+	nightly, pool, leader := got.Locks[0], got.Locks[1], got.Locks[2]
+	if h := nightly.Holder; h == nil || h.Identity != "alice" || h.Token != tok || h.LeaseTTLLeft == nil || *h.LeaseTTLLeft <= 0 {
+		t.Errorf("holder of %s: %+v, want alice with token %d and time left", nightly.Name, h, tok)
+	}
+	if w := nightly.Waiters[0]; w.Identity != "bob" || w.Token <= tok || w.InQueue == nil {
+		t.Errorf("waiter: %+v, want bob behind alice", w)
+	}
+	if pool.Holder == nil || pool.Holder.Kind != "semaphore" || pool.Holder.Size != 3 {
+		t.Errorf("semaphore: %+v", pool.Holder)
+	}
+	if leader.Holder == nil || leader.Holder.Kind != "election" || leader.Holder.Value != "dave:8080" {
+		t.Errorf("election: %+v", leader.Holder)
+	}
+}
+
 func TestLocksAPI(t *testing.T) {
 	cli := newClient(t)
 	p := uniquePrefix(t)
@@ -32,19 +52,7 @@ func TestLocksAPI(t *testing.T) {
 	got := waitLocks(t, hs, "", "three names with bob waiting", func(l locksJSON) bool {
 		return l.Names == 3 && len(l.Locks) == 3 && len(l.Locks[0].Waiters) == 1
 	})
-	nightly, pool, leader := got.Locks[0], got.Locks[1], got.Locks[2]
-	if h := nightly.Holder; h == nil || h.Identity != "alice" || h.Token != int64(held.Token()) || h.LeaseTTLLeft == nil || *h.LeaseTTLLeft <= 0 {
-		t.Errorf("holder of %s: %+v, want alice with token %d and time left", nightly.Name, h, held.Token())
-	}
-	if w := nightly.Waiters[0]; w.Identity != "bob" || w.Token <= int64(held.Token()) || w.InQueue == nil {
-		t.Errorf("waiter: %+v, want bob behind alice", w)
-	}
-	if pool.Holder == nil || pool.Holder.Kind != "semaphore" || pool.Holder.Size != 3 {
-		t.Errorf("semaphore: %+v", pool.Holder)
-	}
-	if leader.Holder == nil || leader.Holder.Kind != "election" || leader.Holder.Value != "dave:8080" {
-		t.Errorf("election: %+v", leader.Holder)
-	}
+	checkThreeNames(t, got, int64(held.Token()))
 	for _, tc := range []struct {
 		query   string
 		matched int
@@ -193,6 +201,20 @@ func TestExpiredOnTimeline(t *testing.T) {
 // exactly the grant shown (its holder's Lock.Context ends with
 // ErrLockLost), the timeline says "broken", and a second Break of the same
 // grant changes nothing.
+// postBreak posts body to the break API at hsURL and returns the status
+// and the response's body.
+func postBreak(t *testing.T, hsURL string, c *http.Client, body string) (int, string) {
+	t.Helper()
+	resp, err := c.Post(hsURL+"/api/break", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := new(bytes.Buffer)
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.String()
+}
+
 // checkForgedBreaks checks that hs refuses body posted through another
 // host name (DNS rebinding) and a form post (a cross-site form).
 func checkForgedBreaks(t *testing.T, hs *httptest.Server, body string) {
@@ -223,17 +245,7 @@ func TestBreakAPI(t *testing.T) {
 	p := uniquePrefix(t)
 	name := p + "stuck"
 	held := lock(t, cli, name, "alice")
-	post := func(hsURL string, c *http.Client, body string) (int, string) {
-		t.Helper()
-		resp, err := c.Post(hsURL+"/api/break", "application/json", bytes.NewBufferString(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		buf := new(bytes.Buffer)
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp.StatusCode, buf.String()
-	}
+	post := func(hsURL string, c *http.Client, body string) (int, string) { return postBreak(t, hsURL, c, body) }
 	body := `{"name":"` + name + `","token":` + held.Token().String() + `}`
 	_, ro := startUI(t, cli, Config{Prefix: p})
 	if code, msg := post(ro.URL, ro.Client(), body); code != http.StatusForbidden || !strings.Contains(msg, "--allow-break") {
