@@ -12,7 +12,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.49.0
-	google.golang.org/grpc v1.85.0
+	google.golang.org/grpc v1.83.2
 )
 
 require (

@@ -15,7 +15,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
-	google.golang.org/grpc v1.85.0
+	google.golang.org/grpc v1.83.2
 )
 
 require (
