@@ -291,8 +291,7 @@ func (k *keeper) serve(sc *streamConn) error {
 	}
 	opened.Store(true)
 	if at.addr != "" && plainClient(k.cli) {
-		sc.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), k.cli)
-		sc.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), k.cli)
+		sc.open(k.cli)
 		k.lend(sc)
 		defer k.lend(nil) // then run retires sc
 	}

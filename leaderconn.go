@@ -127,6 +127,13 @@ type streamConn struct {
 	retired bool
 }
 
+// open makes the KV and Watcher of the queue's requests and watches on c's
+// connection, as cli's own are made.
+func (c *streamConn) open(cli *clientv3.Client) {
+	c.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(c.conn), cli)
+	c.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(c.conn), cli)
+}
+
 // borrow lends the connection; giveBack is to be called when the request is
 // done. ok is false once the connection is retired.
 func (c *streamConn) borrow() (ok bool) {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/internal/testhook"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
@@ -68,14 +67,14 @@ func initPathHooks() {
 		return c != nil, c != nil && c.at.leader
 	}
 	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
-		sc := &streamConn{conn: conn, at: endpoint{addr: addr},
-			kv:      clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli),
-			watcher: clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), cli)}
+		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
+		sc.open(cli)
 		s.(*Session).keeper.lend(sc)
 		return sc.retire
 	}
 	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
-		sc := &streamConn{conn: conn, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli)}
+		sc := &streamConn{conn: conn}
+		sc.open(cli)
 		return sc.borrow, sc.retire, sc.giveBack, sc.kv
 	}
 	testhook.GrantLease = func(ctx context.Context, cli *clientv3.Client, secs int64) (clientv3.LeaseID, time.Duration, error) {
