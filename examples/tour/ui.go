@@ -55,11 +55,11 @@ func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), 
 		return nil, fmt.Errorf("start etcdlock ui: %w", err)
 	}
 	urls := make(chan string, 1)
-	lines := make(chan string, 64)
 	drained := make(chan struct{})
+	var tail []string // written by the reader before drained is closed
 	go func() {
 		defer close(drained)
-		readServing(stderr, urls, lines)
+		tail = readServing(stderr, urls)
 	}()
 	stop = func() {
 		cancel()
@@ -76,7 +76,7 @@ func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), 
 		return stop, nil
 	case <-drained:
 		stop()
-		return nil, fmt.Errorf("etcdlock ui ended before serving: %s", lastLines(lines))
+		return nil, fmt.Errorf("etcdlock ui ended before serving:\n%s", strings.Join(tail, "\n"))
 	case <-time.After(2 * time.Minute):
 		stop()
 		return nil, errors.New("etcdlock ui did not report its address within 2m")
@@ -84,9 +84,9 @@ func (t *tour) startUI(ctx context.Context, c *embedtest.Cluster) (stop func(), 
 }
 
 // readServing reads the command's stderr to its end, sends the page's URL to
-// urls once it is reported, and keeps the latest lines in lines (oldest
-// dropped) for an error message.
-func readServing(r io.Reader, urls chan<- string, lines chan string) {
+// urls once it is reported, and returns the last 64 lines, for an error
+// message.
+func readServing(r io.Reader, urls chan<- string) (tail []string) {
 	sc := bufio.NewScanner(r)
 	sent := false
 	for sc.Scan() {
@@ -95,27 +95,9 @@ func readServing(r io.Reader, urls chan<- string, lines chan string) {
 			urls <- m[1]
 			sent = true
 		}
-		for {
-			select {
-			case lines <- line:
-			default:
-				<-lines
-				continue
-			}
-			break
+		if tail = append(tail, line); len(tail) > 64 {
+			tail = tail[1:]
 		}
 	}
-}
-
-// lastLines returns what lines holds, one per line.
-func lastLines(lines chan string) string {
-	var b strings.Builder
-	for {
-		select {
-		case l := <-lines:
-			b.WriteString("\n" + l)
-		default:
-			return b.String()
-		}
-	}
+	return tail
 }
