@@ -95,7 +95,7 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		return err
 	}
 	onceSet := cmd.Flags().Changed("once")
-	if err := checkOnce(cmd, argv, o, rk, once); err != nil {
+	if err := checkOnce(cmd, onceSet, argv, o, rk, once); err != nil {
 		return err
 	}
 	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
@@ -111,9 +111,9 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 	})
 }
 
-// checkOnce validates --once and --max-runtime against the rest.
-func checkOnce(cmd *cobra.Command, argv []string, o *holdOpts, rk *recipe, once string) error {
-	onceSet := cmd.Flags().Changed("once")
+// checkOnce validates --once (onceSet: given) and --max-runtime against the
+// rest.
+func checkOnce(cmd *cobra.Command, onceSet bool, argv []string, o *holdOpts, rk *recipe, once string) error {
 	switch {
 	case argv == nil && (onceSet || o.maxRuntime > 0):
 		return usagef(cmd, "--once and --max-runtime need a command (-- CMD)")
