@@ -73,7 +73,10 @@ func newBatcher(k *keeper) *batcher {
 // release and the next enqueue of a reused slot name write the same key,
 // which etcd refuses in one Txn. (Sent alone, a hot lock's writes, its
 // release and the waiters' enqueues, do not wait for each other's batches
-// either: the hand-off is not delayed.) When ctx ends
+// either: the hand-off is not delayed.) A LockAll's write (op.dirs) is
+// always sent alone, at once, and counts in flight for each of its queues: a
+// nested Txn may use only the operations its parent leaves, and a LockAll
+// carries up to three per name. When ctx ends
 // before op was sent, it is never sent (ctx's error); after, its outcome is
 // unknown. It returns errBatcherStopped, without sending, once the batcher
 // stopped.
@@ -84,7 +87,7 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		b.mu.Unlock()
 		return nil, errBatcherStopped
 	}
-	if b.waiting[op.dir] > 0 || b.flying[op.dir] > 0 {
+	if op.dirs != nil || b.waiting[op.dir] > 0 || b.flying[op.dir] > 0 {
 		b.fly(c)
 		b.mu.Unlock()
 		b.send(ctx, []*batchCall{c})
@@ -168,7 +171,7 @@ func (b *batcher) run(ctx context.Context) {
 // fly marks c sent, in flight. b.mu is held.
 func (b *batcher) fly(c *batchCall) {
 	c.sent = true
-	b.flying[c.op.dir]++
+	c.op.each(func(dir string) { b.flying[dir]++ })
 }
 
 // landed counts the writes of batch out of flight.
@@ -176,9 +179,11 @@ func (b *batcher) landed(batch []*batchCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, c := range batch {
-		if b.flying[c.op.dir]--; b.flying[c.op.dir] <= 0 {
-			delete(b.flying, c.op.dir)
-		}
+		c.op.each(func(dir string) {
+			if b.flying[dir]--; b.flying[dir] <= 0 {
+				delete(b.flying, dir)
+			}
+		})
 	}
 }
 

@@ -49,6 +49,13 @@ var (
 	// ErrChanged is returned by ClearCompletion when the record it was
 	// given is no longer the name's record: nothing was deleted.
 	ErrChanged = errors.New("etcdlock: changed meanwhile")
+	// ErrWouldDeadlock is returned at once, with nothing written, by an
+	// acquisition (Lock, TryLock, LockAll, TryLockAll, RLock, an RWMutex's
+	// Lock, Campaign, a semaphore of one) made with a context that carries a
+	// current grant of the same name from the same session (Lock.Context,
+	// Locks.Context, the context Run and RunOnce hand to fn, or a context
+	// derived from them): it could only wait behind the caller's own grant.
+	ErrWouldDeadlock = errors.New("etcdlock: would deadlock")
 )
 
 // Error is the error of an operation of the package: on a named lock,

@@ -39,6 +39,10 @@ type Entry struct {
 	Granted time.Time
 	// Stamped says Granted is the key's grant stamp, not its Enqueued.
 	Stamped bool
+	// LockDelay is the lock-delay of the key's session (WithLockDelay): if
+	// the session is lost while it holds, its grant passes on only this long
+	// after. Zero when none was set.
+	LockDelay time.Duration
 }
 
 // LockState is what Describe and List report about one name.
@@ -151,7 +155,7 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 		e := Entry{
 			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
 			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
-			Enqueued: v.enqueued(), Granted: v.stamped(),
+			Enqueued: v.enqueued(), Granted: v.stamped(), LockDelay: v.lockDelay(),
 		}
 		e.Stamped = !e.Granted.IsZero()
 		entries = append(entries, e)

@@ -198,8 +198,9 @@ func tagsCompatible(a, b string) bool {
 // entered the queue, and Granted when it was granted after a wait (its
 // grant stamp, see waiter.stamp), in milliseconds since the Unix epoch by
 // the writing client's clock; keys of older versions have neither, and a
-// key granted as it entered the queue has no stamp. Value is left out when
-// empty. Every byte here is written to every member's log and database
+// key granted as it entered the queue has no stamp. Delay is the session's
+// lock-delay in milliseconds (WithLockDelay), left out when zero. Value is
+// left out when empty. Every byte here is written to every member's log and database
 // with every grant, so the value stays small.
 type keyValue struct {
 	V        int    `json:"v"`
@@ -207,12 +208,13 @@ type keyValue struct {
 	Value    string `json:"value,omitempty"`
 	At       int64  `json:"at,omitempty"`
 	Granted  int64  `json:"granted,omitempty"`
+	Delay    int64  `json:"delay,omitempty"`
 }
 
 // encodeValue returns the stored form of a key's value; a zero granted is
 // left out.
-func encodeValue(identity, value string, at, granted time.Time) string {
-	kv := keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli()}
+func encodeValue(identity, value string, at, granted time.Time, delay time.Duration) string {
+	kv := keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli(), Delay: delay.Milliseconds()}
 	if !granted.IsZero() {
 		kv.Granted = granted.UnixMilli()
 	}
@@ -225,6 +227,9 @@ func encodeValue(identity, value string, at, granted time.Time) string {
 
 // enqueued returns when the key entered the queue (zero if unknown).
 func (v keyValue) enqueued() time.Time { return unixMilli(v.At) }
+
+// lockDelay returns the lock-delay of the key's session (0 if none).
+func (v keyValue) lockDelay() time.Duration { return time.Duration(max(v.Delay, 0)) * time.Millisecond }
 
 // stamped returns the key's grant stamp (zero if it has none).
 func (v keyValue) stamped() time.Time { return unixMilli(v.Granted) }

@@ -13,6 +13,9 @@ import (
 type Lock struct {
 	w *waiter
 
+	ctxOnce sync.Once
+	ctx     context.Context // w.ctx carrying this grant (Context)
+
 	mu         sync.Mutex
 	unlockDone chan struct{} // closed when unlockErr is final
 	unlockErr  error
@@ -29,11 +32,15 @@ func (l *Lock) Key() string { return l.w.key }
 // (the lease is gone or the session's validity clock ran out),
 // ErrSessionClosed (Session.Close) or ErrLockLost (the key was deleted by
 // someone else while the lease lives). It is not derived from the ctx passed
-// to Lock. The first call starts a watch on the grant's key from its create
-// revision + 1, so no deletion is missed.
+// to Lock, and carries the grant (LockFromContext): an acquisition of the
+// same name on the same session made with it, or with a context derived
+// from it, fails with ErrWouldDeadlock instead of waiting behind this grant.
+// The first call starts a watch on the grant's key from its create revision
+// + 1, so no deletion is missed.
 func (l *Lock) Context() context.Context {
 	l.w.startMonitor()
-	return l.w.ctx
+	l.ctxOnce.Do(func() { l.ctx = withGrant(l.w.ctx, l) })
+	return l.ctx
 }
 
 // underGrant returns a child of ctx that also ends when the grant ends (its

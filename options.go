@@ -19,6 +19,7 @@ type sessionOptions struct {
 	noBatching bool
 	renew      time.Duration // 0: TTL/3
 	observer   Observer
+	lockDelay  time.Duration
 	err        error // the first invalid option
 }
 
@@ -116,4 +117,29 @@ func WithRenewEvery(d time.Duration) SessionOption {
 // choose differently use separate keepalive streams.
 func WithoutBatching() SessionOption {
 	return func(o *sessionOptions) { o.noBatching = true }
+}
+
+// maxLockDelay bounds WithLockDelay.
+const maxLockDelay = time.Minute
+
+// WithLockDelay sets the session's lock-delay (Chubby's): when the session
+// is lost while holding (its lease ran out, or someone else revoked it), each
+// of its grants passes to the next waiter only d after the waiter saw the
+// key go. An explicit release (Unlock, Resign), Session.Close (which deletes
+// its keys before it revokes) and Break pass at once. The delay is stored
+// in each key's value, so every waiter honours it, in whatever process. It
+// is for resources that cannot check a fencing token: it makes a paused
+// holder's late writes less likely, never impossible, and no safety
+// argument rests on it; check tokens (Fence, Lock.Guard) where you can. A
+// client that comes after the key went, and finds nobody ahead, is granted
+// at once. Default 0; d < 0 or d > 1 minute makes NewSession fail with
+// ErrInvalidArgument.
+func WithLockDelay(d time.Duration) SessionOption {
+	return func(o *sessionOptions) {
+		if d < 0 || d > maxLockDelay {
+			o.fail(fmt.Errorf("%w: lock-delay %v must be >= 0 and <= %v", ErrInvalidArgument, d, maxLockDelay))
+			return
+		}
+		o.lockDelay = d
+	}
 }

@@ -15,9 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// txnOp is one write of the queue: a Txn on the keys of one queue (dir).
+// txnOp is one write of the queue: a Txn on the keys of one queue (dir), or
+// of several (dirs, a LockAll's; dir is then the first of them).
 type txnOp struct {
 	dir   string
+	dirs  []string
 	cmps  []clientv3.Cmp
 	thens []clientv3.Op
 	elses []clientv3.Op
@@ -35,6 +37,17 @@ func (op txnOp) size() int {
 		}
 	}
 	return n
+}
+
+// each calls f with every queue op writes in.
+func (op txnOp) each(f func(dir string)) {
+	if op.dirs == nil {
+		f(op.dir)
+		return
+	}
+	for _, d := range op.dirs {
+		f(d)
+	}
 }
 
 // send sends op alone, as a Txn of its own on kv.

@@ -110,6 +110,9 @@ func (q queue) acquisition(ctx context.Context, body func(context.Context) (*wai
 	if err := q.s.live(); err != nil {
 		return nil, q.errorf(err)
 	}
+	if err := q.wouldDeadlock(ctx); err != nil {
+		return nil, q.errorf(err)
+	}
 	opCtx, done := q.s.bound(ctx)
 	defer done()
 	w, err = body(opCtx)

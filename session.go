@@ -38,6 +38,9 @@ type Session struct {
 	keeper   *keeper
 	tune     *tuning
 	book     *keyBook        // its keys and requests (book.go)
+	// root is the caller's session that a Run opened this one to replace
+	// (set by Run before first use); nil otherwise (see origin).
+	root *Session
 	ctx      context.Context // canceled with the loss cause, by expire
 	cancel   context.CancelCauseFunc
 	// revoking bounds the revoke of a lost session's lease (see expire):
@@ -148,7 +151,7 @@ func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 // value returns the stored form of the value of a key named sk, granted at
 // granted (zero: before its grant, or at its enqueue; see encodeValue).
 func (s *Session) value(sk slotKey, granted time.Time) string {
-	return encodeValue(s.identity, sk.value, sk.at, granted)
+	return encodeValue(s.identity, sk.value, sk.at, granted, s.opts.lockDelay)
 }
 
 // Client returns the client the session was made with.

@@ -45,6 +45,7 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 		if granted {
 			return w.granted(ctx, pol, touch || waited)
 		}
+		w.delay = heldOff{} // a key that went without passing a grant delays nothing
 		if !waited {
 			waited = true
 			defer w.waiting()()
@@ -70,6 +71,9 @@ func (w *waiter) granted(ctx context.Context, pol policy, waited bool) error {
 		return context.Cause(w.ctx)
 	}
 	if waited {
+		if err := w.holdOff(ctx); err != nil {
+			return err
+		}
 		w.grantedAt = time.Now()
 		if !pol.touchOnGrant() {
 			w.stamp()
@@ -144,6 +148,8 @@ func (p watchPlan) watchOpts(dir string, from int64) (string, []clientv3.OpOptio
 	if !p.puts {
 		opts = append(opts, clientv3.WithFilterPut())
 	}
+	// A deleted key's value tells its lock-delay (lockdelay.go).
+	opts = append(opts, clientv3.WithPrevKV())
 	if from == 0 {
 		return key, append(opts, clientv3.WithCreatedNotify())
 	}
@@ -214,6 +220,7 @@ func (w *waiter) onEvents(ctx context.Context, evs []*clientv3.Event, pol policy
 		if ev.Kv.ModRevision <= w.rev || !plan.matters(string(ev.Kv.Key), ev.Type) {
 			continue
 		}
+		w.noteDelete(ev)
 		if r, err := w.check(ctx, ev.Kv.ModRevision, pol, plan); err != nil || r.changed {
 			return r, err
 		}

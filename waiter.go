@@ -46,6 +46,9 @@ type waiter struct {
 	// as it entered the queue); set by the acquiring goroutine before the
 	// grant is returned, read-only after.
 	grantedAt time.Time
+	// delay is the last key ahead with a lock-delay that the wait saw go
+	// (lockdelay.go); only the acquiring goroutine uses it.
+	delay heldOff
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once

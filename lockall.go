@@ -1,0 +1,153 @@
+package etcdlock
+
+// This file holds LockAll and TryLockAll: several mutexes of one session
+// enqueued in one Txn (DESIGN.md, "Several names at once").
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxLockAllNames is the largest number of names one LockAll or TryLockAll
+// takes. Their Txn carries up to three operations per name in each branch,
+// and etcd refuses a Txn of more than --max-txn-ops (default 128)
+// operations in a branch. More names fail with ErrInvalidArgument before
+// anything is written; a server configured with a lower limit refuses the
+// Txn whole, which fails the same way, with nothing written.
+const MaxLockAllNames = 42
+
+// LockAll takes the mutexes called names on session s together and returns
+// when every one is granted. Their keys are enqueued in one etcd
+// transaction, so they share one revision; every key waits only for keys of
+// lower revision, so no two LockAll calls, and no LockAll and plain Locks
+// (each held alone), can ever wait for each other in a cycle, whatever order
+// the names come in. Each name keeps its own FIFO queue and its own token
+// (the shared revision; still larger than every earlier token of the name).
+//
+// On any failure, or when ctx ends, every key is deleted before LockAll
+// returns (or by the session's reaper when the cluster does not answer): it
+// never returns a part of the set. Errors are those of Mutex.Lock, and
+// ErrInvalidArgument for no names, a name given twice, or more than
+// MaxLockAllNames; ErrWouldDeadlock when ctx carries this session's grant of
+// one of the names.
+func LockAll(ctx context.Context, s *Session, names ...string) (*Locks, error) {
+	return lockAll(ctx, s, names, false)
+}
+
+// TryLockAll is LockAll all or nothing, in one round trip: when any of the
+// names is held or waited on it returns an error wrapping ErrLocked (or
+// ErrKindMismatch) at once and writes nothing. Other errors are those of
+// LockAll.
+func TryLockAll(ctx context.Context, s *Session, names ...string) (*Locks, error) {
+	return lockAll(ctx, s, names, true)
+}
+
+// lockAllQueues checks LockAll's arguments and returns the names' queues.
+func lockAllQueues(s *Session, names []string) ([]queue, error) {
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("%w: nil session", ErrInvalidArgument)
+	case len(names) == 0:
+		return nil, fmt.Errorf("%w: no names", ErrInvalidArgument)
+	case len(names) > MaxLockAllNames:
+		return nil, fmt.Errorf("%w: %d names, more than %d (MaxLockAllNames)", ErrInvalidArgument, len(names), MaxLockAllNames)
+	}
+	qs := make([]queue, len(names))
+	seen := make(map[string]bool, len(names))
+	for i, name := range names {
+		q, err := newQueue(s, name, tagMutex, "lock all")
+		if err != nil {
+			return nil, err
+		}
+		if seen[name] {
+			return nil, q.errorf(fmt.Errorf("%w: name given twice", ErrInvalidArgument))
+		}
+		seen[name] = true
+		qs[i] = q
+	}
+	return qs, nil
+}
+
+// lockAll is the frame of LockAll and TryLockAll, as queue.acquisition is
+// of one name's.
+func lockAll(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, err error) {
+	qs, err := lockAllQueues(s, names)
+	if err != nil {
+		return nil, allError(err)
+	}
+	start := time.Now()
+	var ws []*waiter
+	defer func() {
+		for i, q := range qs {
+			if err != nil {
+				q.finishAcquire(start, nil, err)
+			} else {
+				q.finishAcquire(start, ws[i], nil)
+			}
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, allError(ctxErr(ctx, err))
+	}
+	if err := s.live(); err != nil {
+		return nil, allError(err)
+	}
+	for _, q := range qs {
+		if err := q.wouldDeadlock(ctx); err != nil {
+			return nil, q.errorf(err)
+		}
+	}
+	opCtx, done := s.bound(ctx)
+	defer done()
+	ws, err = acquireAll(opCtx, qs, try)
+	if err == nil {
+		err = ctx.Err()
+		if err == nil {
+			err = s.live()
+		}
+		if err != nil {
+			abandonAll(ws, err)
+		}
+	}
+	if err != nil {
+		return nil, allError(s.cause(ctx, err))
+	}
+	return newLocks(ws), nil
+}
+
+// allError wraps err of LockAll, unless it names its lock already.
+func allError(err error) error {
+	if _, ok := err.(*Error); ok {
+		return err
+	}
+	return newError("lock all", "", err)
+}
+
+// acquireAll enqueues one key per queue in one Txn and waits until each is
+// granted (exclusive; in turn: every key is in its queue meanwhile, so the
+// order of the waits changes nothing). On failure every key is removed.
+func acquireAll(ctx context.Context, qs []queue, try bool) ([]*waiter, error) {
+	e := newAllTxn(qs, try)
+	ws, aheads, known, err := e.enqueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if try {
+		return ws, nil
+	}
+	for i, w := range ws {
+		if err := w.wait(ctx, exclusive{}, aheads[i], known); err != nil {
+			abandonAll(ws, err)
+			return nil, w.q.errorf(err)
+		}
+	}
+	return ws, nil
+}
+
+// abandonAll abandons every waiter of a failed LockAll.
+func abandonAll(ws []*waiter, cause error) {
+	for _, w := range ws {
+		w.abandon(cause)
+	}
+}
