@@ -37,12 +37,12 @@ type Session struct {
 	opts     sessionOptions
 	keeper   *keeper
 	tune     *tuning
-	book     *keyBook        // its keys and requests (book.go)
+	book     *keyBook // its keys and requests (book.go)
 	// root is the caller's session that a Run opened this one to replace
 	// (set by Run before first use); nil otherwise (see origin).
-	root *Session
-	ctx      context.Context // canceled with the loss cause, by expire
-	cancel   context.CancelCauseFunc
+	root   *Session
+	ctx    context.Context // canceled with the loss cause, by expire
+	cancel context.CancelCauseFunc
 	// revoking bounds the revoke of a lost session's lease (see expire):
 	// it ends when the client closes, or stopRevoking is called (by Close).
 	revoking     context.Context
