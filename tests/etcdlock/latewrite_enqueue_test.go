@@ -24,6 +24,21 @@ func TestLateEnqueueLeavesNoPhantomKey(t *testing.T) { testLateEnqueue(t, mutexL
 // for TryLock's Txn (a Put if the name has no key at all).
 func TestLateTryLockLeavesNoPhantomKey(t *testing.T) { testLateEnqueue(t, mutexTryLock) }
 
+// TestLateLockAllLeavesNoPhantomKey is TestLateEnqueueLeavesNoPhantomKey
+// for LockAll's Txn (a key in each of two names; the test watches the
+// first).
+func TestLateLockAllLeavesNoPhantomKey(t *testing.T) { testLateEnqueue(t, lockAllPair) }
+
+// lockAllPair takes name and name+"/pair" with LockAll; the grant is name's.
+var lockAllPair = recipe{"lock", func(ctx context.Context, s *etcdlock.Session, name string) (grant, error) {
+	ls, err := etcdlock.LockAll(ctx, s, name, name+"/pair")
+	if err != nil {
+		return grant{}, err
+	}
+	l := ls.Lock(name)
+	return grant{l.Key(), l.Token(), ls.Context(), ls.Unlock}, nil
+}}
+
 func testLateEnqueue(t *testing.T, r recipe) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)

@@ -1,0 +1,291 @@
+package etcdlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/testhook"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// nameKey is the queue prefix of name without its end: what a grant's key
+// starts with.
+func nameKey(name string) string { return strings.TrimSuffix(testhook.NamePrefix(name), "%/") }
+
+// occupancyKey is where lockAllRounds marks a name held, to see holders of
+// two processes overlap.
+func occupancyKey(name string) string { return "test-occupancy/" + name }
+
+// holderCounts counts the holders of each name in one process.
+type holderCounts map[string]*atomic.Int32
+
+// lockAllRounds takes names with LockAll (and, every third round, each name
+// alone with a plain Lock) rounds times. Each grant marks the name's
+// occupancy key with its own id (guarded by the grant, and only if the key
+// says "free") and frees it before the release, so holders that overlap,
+// in any process, fail; counts, when set, checks the same in this process.
+func lockAllRounds(ctx context.Context, s *etcdlock.Session, names []string, rounds int, counts holderCounts) error {
+	for i := range rounds {
+		if i%3 == 2 {
+			for _, name := range names {
+				l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+				if err != nil {
+					return fmt.Errorf("round %d: lock %s: %w", i, name, err)
+				}
+				if err := occupy(ctx, s, []*etcdlock.Lock{l}, counts); err != nil {
+					return fmt.Errorf("round %d: %w", i, err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		ls, err := etcdlock.LockAll(ctx, s, names...)
+		if err != nil {
+			return fmt.Errorf("round %d: LockAll %v: %w", i, names, err)
+		}
+		if err := occupy(ctx, s, ls.All(), counts); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		if err := ls.Unlock(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// occupy marks each grant's name occupied, then free again.
+func occupy(ctx context.Context, s *etcdlock.Session, ls []*etcdlock.Lock, counts holderCounts) error {
+	id := fmt.Sprintf("%x-%d", int64(s.Lease()), ls[0].Token())
+	for _, l := range ls {
+		name := l.Key()[:strings.LastIndex(l.Key(), "%/")]
+		if counts != nil {
+			c := counts[name]
+			if n := c.Add(1); n != 1 {
+				return fmt.Errorf("%d holders of %s in this process", n, name)
+			}
+			defer c.Add(-1)
+		}
+		occ := occupancyKey(name)
+		resp, err := s.Client().Txn(ctx).If(l.Guard(), clientv3.Compare(clientv3.Value(occ), "=", "free")).
+			Then(clientv3.OpPut(occ, id)).Else(clientv3.OpGet(occ)).Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%s is occupied (%v) while token %d holds it", name, resp.Responses[0].GetResponseRange().Kvs, l.Token())
+		}
+		defer s.Client().Put(ctx, occ, "free")
+	}
+	return nil
+}
+
+// TestLockAllNeverDeadlocks: a child process takes (a, b) with LockAll 200
+// times while this process takes (b, a) 200 times, with plain Locks of a
+// and b mixed into both. Nothing deadlocks (both finish within the test's
+// time), and the holders of a name never overlap, in this process or
+// across both.
+func TestLockAllNeverDeadlocks(t *testing.T) {
+	const rounds = 200
+	base := uniqueName(t)
+	a, b := base+"/a", base+"/b"
+	cli := newClient(t, nil)
+	ctx := testCtx(t, 3*time.Minute)
+	counts := holderCounts{}
+	for _, name := range []string{a, b} {
+		counts[nameKey(name)] = new(atomic.Int32)
+		if _, err := cli.Put(ctx, occupancyKey(nameKey(name)), "free"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=lockall",
+		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
+		"ETCDLOCK_TEST_NAME="+a+","+b, "ETCDLOCK_TEST_TTL=10s", fmt.Sprintf("ETCDLOCK_TEST_ROUNDS=%d", rounds))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	childDone := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "DONE" {
+			err = fmt.Errorf("child said %q", line)
+		}
+		if werr := cmd.Wait(); err == nil {
+			err = werr
+		}
+		childDone <- err
+	}()
+	s1, s2 := openSession(t, cli), openSession(t, newClient(t, nil))
+	mine := make(chan error, 2)
+	go func() { mine <- lockAllRounds(ctx, s1, []string{b, a}, rounds, counts) }()
+	go func() { mine <- lockAllRounds(ctx, s2, []string{a, b}, rounds/2, counts) }()
+	for range 2 {
+		if err := <-mine; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-childDone; err != nil {
+		t.Fatalf("child process: %v", err)
+	}
+	for _, name := range []string{a, b} {
+		if keys := keysUnder(t, cli, name); len(keys) != 0 {
+			t.Fatalf("keys left under %s: %v", name, keys)
+		}
+	}
+}
+
+// TestLockAllQueuesFairly: LockAll waits in each name's FIFO queue (behind
+// a holder of one name), is granted when that holder releases, with one
+// token for all names, above every earlier token of each; a plain Lock
+// that came after waits behind it.
+func TestLockAllQueuesFairly(t *testing.T) {
+	base := uniqueName(t)
+	a, b := base+"/a", base+"/b"
+	s, other := openSession(t, nil), openSession(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(other, b))
+	got := make(chan *etcdlock.Locks, 1)
+	go func() {
+		ls, err := etcdlock.LockAll(ctx, s, a, b)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	waitFor(t, 10*time.Second, "LockAll's keys", func() bool {
+		return len(keysUnder(t, s.Client(), a)) == 1 && len(keysUnder(t, s.Client(), b)) == 2
+	})
+	later := make(chan etcdlock.Token, 1)
+	go func() {
+		l, err := etcdlock.NewMutex(other, a).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+			later <- 0
+			return
+		}
+		later <- l.Token()
+		_ = l.Unlock(ctx)
+	}()
+	waitFor(t, 10*time.Second, "the later Lock's key", func() bool { return len(keysUnder(t, s.Client(), a)) == 2 })
+	select {
+	case <-got:
+		t.Fatal("LockAll granted while b is held")
+	default:
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls := <-got
+	if ls == nil {
+		t.FailNow()
+	}
+	la, lb := ls.Lock(a), ls.Lock(b)
+	if la == nil || lb == nil || ls.Lock("nope") != nil || la.Token() != lb.Token() || la.Token() <= holder.Token() {
+		t.Fatalf("grants %v %v; want one token above the holder's %d", la, lb, holder.Token())
+	}
+	if all := ls.All(); len(all) != 2 || all[0] != la || all[1] != lb {
+		t.Fatalf("All: %v", all)
+	}
+	if err := ls.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(ls.Context()), etcdlock.ErrReleased) {
+		t.Fatalf("Locks.Context after Unlock: %v", context.Cause(ls.Context()))
+	}
+	if tok := <-later; tok <= la.Token() {
+		t.Fatalf("the later Lock's token %d <= LockAll's %d", tok, la.Token())
+	}
+}
+
+// TestLockAllLeavesNothingOnFailure: a LockAll whose ctx ends while it
+// waits for one name removes its keys of every name; a TryLockAll with one
+// name held writes nothing at all; too many names, a name given twice and
+// no names are ErrInvalidArgument, with nothing written.
+func TestLockAllLeavesNothingOnFailure(t *testing.T) {
+	base := uniqueName(t)
+	names := []string{base + "/a", base + "/b", base + "/c"}
+	s, other := openSession(t, nil), openSession(t, nil)
+	cli := s.Client()
+	ctx := testCtx(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(other, names[1]))
+	assertOnlyHolder := func(what string) {
+		t.Helper()
+		for _, name := range names {
+			want := 0
+			if name == names[1] {
+				want = 1
+			}
+			if keys := keysUnder(t, cli, name); len(keys) != want {
+				t.Fatalf("%s: keys under %s: %v", what, name, keys)
+			}
+			bp, _ := etcdlock.BarrierPrefix(name)
+			resp, err := cli.Get(ctx, bp+fmt.Sprintf("%x", int64(s.Lease())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if what == "TryLockAll" && len(resp.Kvs) != 0 {
+				t.Fatalf("TryLockAll wrote a barrier under %s", name)
+			}
+		}
+	}
+	_, err := etcdlock.TryLockAll(ctx, s, names...)
+	if !errors.Is(err, etcdlock.ErrLocked) || !strings.Contains(err.Error(), names[1]) {
+		t.Fatalf("TryLockAll with %s held: %v", names[1], err)
+	}
+	assertOnlyHolder("TryLockAll")
+
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := etcdlock.LockAll(wctx, s, names...); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockAll whose ctx ends: %v", err)
+	}
+	assertOnlyHolder("LockAll")
+
+	many := make([]string, etcdlock.MaxLockAllNames+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("%s/many/%d", base, i)
+	}
+	for _, tc := range []struct {
+		what  string
+		names []string
+	}{{"too many", many}, {"twice", []string{names[0], names[0]}}, {"none", nil}} {
+		t.Run(tc.what, func(t *testing.T) {
+			for _, f := range []func(context.Context, *etcdlock.Session, ...string) (*etcdlock.Locks, error){etcdlock.LockAll, etcdlock.TryLockAll} {
+				if _, err := f(ctx, s, tc.names...); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+					t.Fatalf("%s: %v, want ErrInvalidArgument", tc.what, err)
+				}
+			}
+		})
+	}
+	resp, err := cli.Get(ctx, testhook.NamePrefix(base+"/many"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("keys under the many names: %v %v", resp.Count, err)
+	}
+	assertOnlyHolder("invalid")
+	// A full set is taken.
+	ls, err := etcdlock.TryLockAll(ctx, s, many[:etcdlock.MaxLockAllNames]...)
+	if err != nil {
+		t.Fatalf("TryLockAll of %d names: %v", etcdlock.MaxLockAllNames, err)
+	}
+	if err := ls.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Unlock(ctx)
+}
