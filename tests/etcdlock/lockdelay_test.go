@@ -1,0 +1,166 @@
+package etcdlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// startHolder starts a child process that locks name on a session of ttl
+// with lock-delay delay; it returns the process once it holds.
+func startHolder(t *testing.T, name string, ttl, delay time.Duration) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=lock",
+		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
+		"ETCDLOCK_TEST_NAME="+name, "ETCDLOCK_TEST_TTL="+ttl.String(), "ETCDLOCK_TEST_DELAY="+delay.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	return cmd
+}
+
+// lockInBackground starts a Lock of name on s and returns the channel of
+// its grant's moment, once the waiter is in line behind the holder.
+func lockInBackground(t *testing.T, ctx context.Context, s *etcdlock.Session, name string) <-chan time.Time {
+	t.Helper()
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(ctx)
+	}()
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, s.Client(), name)) == 2 })
+	return got
+}
+
+// awaitDelete returns when the first key of name is deleted (watched from
+// now), with the moment this process saw it.
+func awaitDelete(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) func() time.Time {
+	t.Helper()
+	keys := keysUnder(t, cli, name)
+	wch := cli.Watch(ctx, keys[0], clientv3.WithFilterPut())
+	return func() time.Time {
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return time.Now()
+				}
+			}
+		}
+		t.Fatal("watch ended")
+		return time.Time{}
+	}
+}
+
+// TestLockDelayAfterCrash: a holder process with a 3 s lock-delay is
+// SIGKILLed; its lease runs out and its key goes, and the waiter is granted
+// no sooner than 3 s after that. Describe shows the holder's delay.
+func TestLockDelayAfterCrash(t *testing.T) {
+	const ttl, delay = 2 * time.Second, 3 * time.Second
+	name := uniqueName(t)
+	cmd := startHolder(t, name, ttl, delay)
+	s := openSession(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	st, err := etcdlock.Describe(ctx, s.Client(), name)
+	if err != nil || st.Holder == nil || st.Holder.LockDelay != delay {
+		t.Fatalf("Describe: %+v %v; want the holder's lock-delay %v", st, err, delay)
+	}
+	deleted := awaitDelete(t, ctx, s.Client(), name)
+	got := lockInBackground(t, ctx, s, name)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone := deleted()
+	at := <-got
+	if at.IsZero() {
+		t.FailNow()
+	}
+	// The waiter saw the deletion no later than this process did; allow
+	// for this process seeing it a moment later.
+	if d := at.Sub(gone); d < delay-250*time.Millisecond {
+		t.Fatalf("granted %v after the lease ran out; want no sooner than the lock-delay %v", d, delay)
+	} else {
+		t.Logf("granted %v after the lease ran out (lock-delay %v)", d, delay)
+	}
+}
+
+// TestLockDelayNotOnRelease: with a lock-delay set, an Unlock, a
+// Session.Close and a Break pass the lock at once; a revoke of the lease
+// by someone else waits it out.
+func TestLockDelayNotOnRelease(t *testing.T) {
+	const delay = 4 * time.Second
+	cli := newClient(t, nil)
+	waiter := openSession(t, nil)
+	ctx := testCtx(t, time.Minute)
+	for _, tc := range []struct {
+		what    string
+		end     func(s *etcdlock.Session, l *etcdlock.Lock, name string) error
+		delayed bool
+	}{
+		{"unlock", func(_ *etcdlock.Session, l *etcdlock.Lock, _ string) error { return l.Unlock(ctx) }, false},
+		{"close", func(s *etcdlock.Session, _ *etcdlock.Lock, _ string) error { return s.Close() }, false},
+		{"break", func(_ *etcdlock.Session, l *etcdlock.Lock, name string) error {
+			return etcdlock.Break(ctx, cli, name, l.Token())
+		}, false},
+		{"revoke", func(s *etcdlock.Session, _ *etcdlock.Lock, _ string) error {
+			_, err := cli.Revoke(ctx, s.Lease())
+			return err
+		}, true},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			name := uniqueName(t)
+			holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+			l := mustLock(t, etcdlock.NewMutex(holder, name))
+			got := lockInBackground(t, ctx, waiter, name)
+			start := time.Now()
+			if err := tc.end(holder, l, name); err != nil {
+				t.Fatal(err)
+			}
+			at := <-got
+			if at.IsZero() {
+				t.FailNow()
+			}
+			d := at.Sub(start)
+			if tc.delayed != (d >= delay/2) {
+				t.Fatalf("granted %v after the %s; lock-delay %v, want it waited out: %v", d, tc.what, delay, tc.delayed)
+			}
+			t.Logf("granted %v after the %s", d.Round(time.Millisecond), tc.what)
+		})
+	}
+}
+
+// TestLockDelayIsChecked: a lock-delay below 0 or above a minute is
+// ErrInvalidArgument.
+func TestLockDelayIsChecked(t *testing.T) {
+	cli := newClient(t, nil)
+	for _, d := range []time.Duration{-time.Second, time.Minute + time.Millisecond} {
+		if _, err := etcdlock.NewSession(testCtx(t, 10*time.Second), cli, etcdlock.WithLockDelay(d)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+			t.Fatalf("WithLockDelay(%v): %v", d, err)
+		}
+	}
+}
