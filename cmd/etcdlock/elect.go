@@ -48,7 +48,7 @@ until interrupted, then resign and exit 0; exit 125 if leadership is lost.`,
 			if err != nil {
 				return err
 			}
-			return a.holdAndRun(&o, "leadership", name, path, argv, func(ctx context.Context, s *etcdlock.Session, _ bool) (*grant, error) {
+			return a.holdAndRun(&o, "leadership", []string{name}, path, argv, func(ctx context.Context, s *etcdlock.Session, _ bool) (*grant, error) {
 				l, err := etcdlock.NewElection(s, name).Campaign(ctx, value)
 				if err != nil {
 					return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -17,7 +18,7 @@ const maxRelease = 5 * time.Second
 
 // grant is a held lock or leadership, as the supervisor sees it.
 type grant struct {
-	what    string // "lock" or "leadership"
+	what    string // "lock", "locks" (run --names) or "leadership"
 	name    string
 	key     string
 	token   etcdlock.Token
@@ -126,6 +127,9 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 	if o.identity != "" {
 		opts = append(opts, etcdlock.WithIdentity(o.identity))
 	}
+	if o.lockDelay > 0 {
+		opts = append(opts, etcdlock.WithLockDelay(o.lockDelay))
+	}
 	var ms *metricsServer
 	if o.metricsAddr != "" {
 		var err error
@@ -188,12 +192,15 @@ var errWaitTimeout = errors.New("--wait ran out")
 
 // holdAndRun connects, opens a session, takes a grant with take (bounded by
 // --wait), runs argv under it and returns etcdlock's exit.
-func (a *app) holdAndRun(o *holdOpts, what, name, path string, argv []string, take taker) error {
+func (a *app) holdAndRun(o *holdOpts, what string, names []string, path string, argv []string, take taker) error {
+	name := strings.Join(names, ",")
 	return a.withSession(o, interruptedWhile, func(h *held) error {
-		if err := a.precheck(h.sc.ctx, h.cli, name); err != nil {
-			return h.sc.failure(err, fmt.Sprintf("checking access to %q", name), interruptedWhile)
+		for _, n := range names {
+			if err := a.precheck(h.sc.ctx, h.cli, n); err != nil {
+				return h.sc.failure(err, fmt.Sprintf("checking access to %q", n), interruptedWhile)
+			}
 		}
-		g, timedOut, err := a.waitFor(h, o, what == "lock", take)
+		g, timedOut, err := a.waitFor(h, o, what != "leadership", take)
 		if sig := h.sc.signal(); sig != nil {
 			if g != nil {
 				_ = a.release(h.s, g) // closing the session revokes the lease anyway

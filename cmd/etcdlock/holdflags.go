@@ -18,6 +18,7 @@ type holdOpts struct {
 	identity    string
 	metricsAddr string
 	maxRuntime  time.Duration // run only; 0: no cap
+	lockDelay   time.Duration // run only; 0: none
 }
 
 // The defaults and bounds of the hold flags.
@@ -47,6 +48,7 @@ func (o *holdOpts) register(f *pflag.FlagSet, forLock bool) {
 	f.StringVar(&o.identity, "identity", "", `identity stored with the key, shown by status (default "hostname/pid")`)
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the session's health on /healthz at this address (host:port)")
 	if forLock {
+		f.DurationVar(&o.lockDelay, "lock-delay", 0, "if this session is lost while holding (etcdlock killed, its host cut off), the lock passes on only this long after its lease ends (at most 1m); a fallback for resources that cannot check $ETCDLOCK_TOKEN")
 		f.DurationVar(&o.maxRuntime, "max-runtime", 0, "cap the command's run: SIGTERM to it at this time after its start, SIGKILL --grace later, then release and exit 124 (default: no cap)")
 	}
 }
@@ -92,6 +94,8 @@ func (o *holdOpts) check(cmd *cobra.Command, zeroWait bool) error {
 		return usagef(cmd, "--wait must be positive, not %v", o.wait)
 	case f.Changed("identity") && o.identity == "":
 		return usagef(cmd, "--identity must not be empty")
+	case o.lockDelay < 0 || o.lockDelay > time.Minute:
+		return usagef(cmd, "--lock-delay must be between 0 and 1m, not %v", o.lockDelay)
 	}
 	return nil
 }

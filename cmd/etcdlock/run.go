@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
@@ -35,6 +36,20 @@ throughout), ID is recorded, guarded by the grant, before the release. A CMD
 that fails, crashes or loses the lock records nothing, so the next run of ID
 runs it again (at least once after a crash).
 
+With --names a,b,c instead of NAME, etcdlock takes all of those locks
+together (etcdlock.LockAll: one etcd transaction enqueues a key in each, so
+two runs that name the same locks in any order never deadlock), runs CMD
+once all are granted, and releases all after. ETCDLOCK_NAME is the list,
+ETCDLOCK_KEY the keys (comma separated) and ETCDLOCK_TOKEN the one token
+they share. --wait 0 takes them only if every one is free.
+
+With --lock-delay D, if etcdlock's session is lost while it holds (etcdlock
+killed, or its host cut off until the lease ran out), the next waiter is
+granted only D after the lease ended (Chubby's lock-delay). A release, and
+etcdlock's own exit, pass the lock at once. It is for resources that cannot
+check $ETCDLOCK_TOKEN; it makes a stalled holder's late writes less likely,
+not impossible.
+
 Without CMD, hold the lock interactively (as "etcdctl lock NAME" does): print
 the grant (name, token, key) on stdout and hold it until SIGINT or SIGTERM
 (release, exit 0) or its loss (exit 125).
@@ -61,9 +76,14 @@ func (a *app) runCmd() *cobra.Command {
   etcdlock run encoders --semaphore 4 -- ./encode.sh   # at most 4 at once
   etcdlock run db/schema --read -- ./report.sh    # readers share; "--write" excludes them
   etcdlock run billing/nightly --metrics-addr 127.0.0.1:9310 -- ./job   # /metrics and /healthz
+  etcdlock run --names db/orders,db/billing -- ./migrate.sh   # both locks, deadlock-free
+  etcdlock run billing/nightly --lock-delay 30s -- ./job   # a lost holder's lock waits 30s
   etcdlock run maintenance/db    # hold it by hand until Ctrl-C`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			_, _, err := splitAtDash(cmd, args, []string{"NAME"}, false)
+			if dash := cmd.ArgsLenAtDash(); cmd.Flags().Changed("names") && (dash > 0 || dash < 0 && len(args) > 0) {
+				return usagef(cmd, "--names replaces NAME: give no NAME with it")
+			}
+			_, _, err := splitAtDash(cmd, args, runNames(cmd), false)
 			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return a.run(cmd, args, &o, &rk, once) },
@@ -71,16 +91,48 @@ func (a *app) runCmd() *cobra.Command {
 	o.register(cmd.Flags(), true)
 	rk.register(cmd.Flags())
 	cmd.Flags().StringVar(&once, "once", "", "run CMD at most once per this run id among the runs that complete (exit 0 without running it if done)")
+	cmd.Flags().StringSlice("names", nil, "take these locks together instead of NAME (comma separated; at most 42), deadlock-free")
 	return cmd
+}
+
+// runNames is what run wants before "--": NAME, or nothing with --names.
+func runNames(cmd *cobra.Command) []string {
+	if cmd.Flags().Changed("names") {
+		return nil
+	}
+	return []string{"NAME"}
+}
+
+// lockNames returns the names run takes: NAME, or those of --names, checked.
+func lockNames(cmd *cobra.Command, before []string, rk *recipe, onceSet bool) ([]string, error) {
+	if !cmd.Flags().Changed("names") {
+		return before, checkName(cmd, before[0])
+	}
+	names, _ := cmd.Flags().GetStringSlice("names")
+	switch {
+	case len(names) == 0:
+		return nil, usagef(cmd, "--names must name at least one lock")
+	case len(names) > etcdlock.MaxLockAllNames:
+		return nil, usagef(cmd, "--names takes at most %d locks, not %d", etcdlock.MaxLockAllNames, len(names))
+	case rk.semaphore > 0 || rk.read || rk.write || onceSet:
+		return nil, usagef(cmd, "--names takes mutexes: not with --semaphore, --read, --write or --once")
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if err := checkName(cmd, n); err != nil {
+			return nil, err
+		}
+		if seen[n] {
+			return nil, usagef(cmd, "--names has %q twice", n)
+		}
+		seen[n] = true
+	}
+	return names, nil
 }
 
 // run checks run's arguments and flags, then holds the lock and runs CMD.
 func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, once string) error {
-	before, argv, _ := splitAtDash(cmd, args, []string{"NAME"}, false)
-	name := before[0]
-	if err := checkName(cmd, name); err != nil {
-		return err
-	}
+	before, argv, _ := splitAtDash(cmd, args, runNames(cmd), false)
 	if err := o.check(cmd, true); err != nil {
 		return err
 	}
@@ -98,7 +150,15 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 	if err := checkOnce(cmd, onceSet, argv, o, rk, once); err != nil {
 		return err
 	}
-	return a.holdAndRun(o, "lock", name, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
+	names, err := lockNames(cmd, before, rk, onceSet)
+	if err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("names") {
+		return a.holdAndRun(o, "locks", names, path, argv, takeAll(names))
+	}
+	name := names[0]
+	return a.holdAndRun(o, "lock", names, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
 		l, err := rk.take(ctx, s, name, try)
 		if err != nil {
 			return nil, err
@@ -109,6 +169,26 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		}
 		return g, nil
 	})
+}
+
+// takeAll takes names together (LockAll; TryLockAll with try).
+func takeAll(names []string) taker {
+	return func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
+		take := etcdlock.LockAll
+		if try {
+			take = etcdlock.TryLockAll
+		}
+		ls, err := take(ctx, s, names...)
+		if err != nil {
+			return nil, err
+		}
+		keys := make([]string, 0, len(names))
+		for _, l := range ls.All() {
+			keys = append(keys, l.Key())
+		}
+		return &grant{what: "locks", name: strings.Join(names, ","), key: strings.Join(keys, ","),
+			token: ls.All()[0].Token(), ctx: ls.Context(), release: ls.Unlock}, nil
+	}
 }
 
 // checkOnce validates --once (onceSet: given) and --max-runtime against the

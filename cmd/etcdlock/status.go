@@ -27,7 +27,9 @@ HELD is how long a holder has held the lock, IN QUEUE how long its key has
 been in the queue (both by the clock of the client that wrote the key). TTL
 LEFT is etcd's count: a healthy session renews every TTL/3 (etcdlock run:
 TTL/10), so a holder's dips to about two thirds of the TTL between renewals.
-A name used with run --once also shows its last completed run.`,
+A name used with run --once also shows its last completed run. LOCK-DELAY
+(shown when a key has one) is the session's lock-delay (run --lock-delay): if
+it is lost while holding, the lock passes on only that long after.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkNameAndOutput(cmd, args[0], output, "table", "json"); err != nil {
@@ -139,7 +141,7 @@ func secondsText(secs *float64) string {
 }
 
 // printStatus prints the status of name as a heading and a table, with
-// MODE and VALUE columns only if some entry has one.
+// MODE, LOCK-DELAY and VALUE columns only if some entry has one.
 func (a *app) printStatus(name string, out statusJSON) error {
 	if r := out.LastRun; r != nil {
 		defer fmt.Fprintf(a.stdout, "last completed run (--once): %q, recorded %s by %q with token %d\n", r.ID, r.At, r.Identity, r.Token)
@@ -151,28 +153,35 @@ func (a *app) printStatus(name string, out statusJSON) error {
 	fmt.Fprintf(a.stdout, "%q (%s) at revision %d: %s, %s\n", name, kindText(*out.Holder), out.Revision,
 		plural(len(out.Holders), "holder"), plural(len(out.Waiters), "waiter"))
 	all := append(append([]entryJSON(nil), out.Holders...), out.Waiters...)
-	withMode, withValue := false, false
+	var with columns
 	for _, e := range all {
-		withMode = withMode || e.Mode != ""
-		withValue = withValue || e.Value != ""
+		with.mode = with.mode || e.Mode != ""
+		with.value = with.value || e.Value != ""
+		with.delay = with.delay || e.LockDelay != nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	cols := []string{"ROLE", "TOKEN", "LEASE", "TTL LEFT", "HELD", "IN QUEUE", "IDENTITY"}
-	if withMode {
+	if with.mode {
 		cols = append(cols, "MODE")
 	}
-	if withValue {
+	if with.delay {
+		cols = append(cols, "LOCK-DELAY")
+	}
+	if with.value {
 		cols = append(cols, "VALUE")
 	}
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	for i, e := range all {
-		fmt.Fprintln(tw, strings.Join(statusRow(e, i < len(out.Holders), withMode, withValue), "\t"))
+		fmt.Fprintln(tw, strings.Join(statusRow(e, i < len(out.Holders), with), "\t"))
 	}
 	return tw.Flush()
 }
 
+// columns says which optional columns status's table has.
+type columns struct{ mode, delay, value bool }
+
 // statusRow is e's row of status's table.
-func statusRow(e entryJSON, holder, withMode, withValue bool) []string {
+func statusRow(e entryJSON, holder bool, with columns) []string {
 	role := "waiter"
 	if holder {
 		role = "holder"
@@ -182,10 +191,13 @@ func statusRow(e entryJSON, holder, withMode, withValue bool) []string {
 		ttl = fmt.Sprintf("%ds", *e.LeaseTTLLeft)
 	}
 	row := []string{role, fmt.Sprint(e.Token), e.Lease, ttl, heldText(e), inQueueText(e), e.Identity}
-	if withMode {
+	if with.mode {
 		row = append(row, e.Mode)
 	}
-	if withValue {
+	if with.delay {
+		row = append(row, secondsText(e.LockDelay))
+	}
+	if with.value {
 		row = append(row, fmt.Sprintf("%q", e.Value))
 	}
 	return row

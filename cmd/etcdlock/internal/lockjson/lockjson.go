@@ -33,6 +33,9 @@ type Entry struct {
 	// versions.
 	Granted string   `json:"granted,omitempty"`
 	Held    *float64 `json:"held_seconds,omitempty"`
+	// LockDelay is the lock-delay of the key's session in seconds (see
+	// etcdlock.WithLockDelay); absent when it has none.
+	LockDelay *float64 `json:"lock_delay_seconds,omitempty"`
 	// LeaseTTLLeft is the lease's remaining time in seconds, -1 when the
 	// lease is gone; absent when it was not asked for.
 	LeaseTTLLeft *int64 `json:"lease_ttl_left,omitempty"`
@@ -78,6 +81,10 @@ func FromEntry(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64, now time.Time)
 		j.Granted = e.Granted.Format(time.RFC3339Nano)
 		held := max(0, now.Sub(e.Granted)).Seconds()
 		j.Held = &held
+	}
+	if e.LockDelay > 0 {
+		d := e.LockDelay.Seconds()
+		j.LockDelay = &d
 	}
 	if ttl, ok := ttls[e.Lease]; ok {
 		j.LeaseTTLLeft = &ttl
