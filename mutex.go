@@ -31,8 +31,10 @@ func (m *Mutex) Name() string { return m.name }
 // returns the grant. It returns an error wrapping ctx's error and cause when
 // ctx ends first, ErrSessionExpired (or ErrSessionClosed) when the session is
 // lost while waiting, ErrLockLost when the waiter's key is deleted by someone
-// else, ErrKindMismatch when the name is used by another kind of recipe, and
-// ErrInvalidName or ErrInvalidArgument for bad input. It returns a grant only
+// else, ErrKindMismatch when the name is used by another kind of recipe,
+// ErrWouldDeadlock (at once, nothing written) when ctx carries this
+// session's grant of the name (see LockFromContext), and ErrInvalidName or
+// ErrInvalidArgument for bad input. It returns a grant only
 // while the session's ValidUntil is ahead. A failed Lock leaves no key behind:
 // the key is deleted at once, or by the session's reaper as soon as the
 // cluster answers. Watch failures and etcd leader elections never cost a

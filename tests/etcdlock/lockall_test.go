@@ -196,9 +196,19 @@ func TestLockAllQueuesFairly(t *testing.T) {
 	if ls == nil {
 		t.FailNow()
 	}
+	checkSet(t, ctx, ls, a, b, holder.Token())
+	if tok := <-later; tok <= ls.Lock(a).Token() {
+		t.Fatalf("the later Lock's token %d <= LockAll's %d", tok, ls.Lock(a).Token())
+	}
+}
+
+// checkSet checks the grants of LockAll(a, b), granted after a holder of
+// token above, and releases them.
+func checkSet(t *testing.T, ctx context.Context, ls *etcdlock.Locks, a, b string, above etcdlock.Token) {
+	t.Helper()
 	la, lb := ls.Lock(a), ls.Lock(b)
-	if la == nil || lb == nil || ls.Lock("nope") != nil || la.Token() != lb.Token() || la.Token() <= holder.Token() {
-		t.Fatalf("grants %v %v; want one token above the holder's %d", la, lb, holder.Token())
+	if la == nil || lb == nil || ls.Lock("nope") != nil || la.Token() != lb.Token() || la.Token() <= above {
+		t.Fatalf("grants %v %v; want one token above the holder's %d", la, lb, above)
 	}
 	if all := ls.All(); len(all) != 2 || all[0] != la || all[1] != lb {
 		t.Fatalf("All: %v", all)
@@ -209,15 +219,11 @@ func TestLockAllQueuesFairly(t *testing.T) {
 	if !errors.Is(context.Cause(ls.Context()), etcdlock.ErrReleased) {
 		t.Fatalf("Locks.Context after Unlock: %v", context.Cause(ls.Context()))
 	}
-	if tok := <-later; tok <= la.Token() {
-		t.Fatalf("the later Lock's token %d <= LockAll's %d", tok, la.Token())
-	}
 }
 
-// TestLockAllLeavesNothingOnFailure: a LockAll whose ctx ends while it
-// waits for one name removes its keys of every name; a TryLockAll with one
-// name held writes nothing at all; too many names, a name given twice and
-// no names are ErrInvalidArgument, with nothing written.
+// TestLockAllLeavesNothingOnFailure: a TryLockAll with one name held writes
+// nothing at all, and a LockAll whose ctx ends while it waits for that name
+// removes its keys of every name.
 func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 	base := uniqueName(t)
 	names := []string{base + "/a", base + "/b", base + "/c"}
@@ -257,7 +263,17 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 		t.Fatalf("LockAll whose ctx ends: %v", err)
 	}
 	assertOnlyHolder("LockAll")
+	_ = holder.Unlock(ctx)
+}
 
+// TestLockAllRefusesBadInput: too many names, a name given twice and no
+// names are ErrInvalidArgument, with nothing written; the most names are
+// taken.
+func TestLockAllRefusesBadInput(t *testing.T) {
+	base := uniqueName(t)
+	s := openSession(t, nil)
+	cli := s.Client()
+	ctx := testCtx(t, 30*time.Second)
 	many := make([]string, etcdlock.MaxLockAllNames+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("%s/many/%d", base, i)
@@ -265,7 +281,7 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 	for _, tc := range []struct {
 		what  string
 		names []string
-	}{{"too many", many}, {"twice", []string{names[0], names[0]}}, {"none", nil}} {
+	}{{"too many", many}, {"twice", []string{base, base}}, {"none", nil}} {
 		t.Run(tc.what, func(t *testing.T) {
 			for _, f := range []func(context.Context, *etcdlock.Session, ...string) (*etcdlock.Locks, error){etcdlock.LockAll, etcdlock.TryLockAll} {
 				if _, err := f(ctx, s, tc.names...); !errors.Is(err, etcdlock.ErrInvalidArgument) {
@@ -278,7 +294,9 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("keys under the many names: %v %v", resp.Count, err)
 	}
-	assertOnlyHolder("invalid")
+	if keys := keysUnder(t, cli, base); len(keys) != 0 {
+		t.Fatalf("keys under %s: %v", base, keys)
+	}
 	// A full set is taken.
 	ls, err := etcdlock.TryLockAll(ctx, s, many[:etcdlock.MaxLockAllNames]...)
 	if err != nil {
@@ -287,5 +305,4 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 	if err := ls.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_ = holder.Unlock(ctx)
 }

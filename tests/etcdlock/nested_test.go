@@ -20,21 +20,7 @@ func TestNestedLockIsAnError(t *testing.T) {
 	name := uniqueName(t)
 	ctx := testCtx(t, 30*time.Second)
 	m := etcdlock.NewMutex(s, name)
-	rw := etcdlock.NewRWMutex(s, name)
-	acquisitions := []struct {
-		what string
-		take func(ctx context.Context) error
-	}{
-		{"Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
-		{"TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err }},
-		{"Run", func(ctx context.Context) error {
-			return m.Run(ctx, func(context.Context, *etcdlock.Lock) error { return nil })
-		}},
-		{"LockAll", func(ctx context.Context) error { _, err := etcdlock.LockAll(ctx, s, name+"/x", name); return err }},
-		{"TryLockAll", func(ctx context.Context) error { _, err := etcdlock.TryLockAll(ctx, s, name); return err }},
-		{"RLock", func(ctx context.Context) error { _, err := rw.RLock(ctx); return err }},
-		{"RWMutex.Lock", func(ctx context.Context) error { _, err := rw.Lock(ctx); return err }},
-	}
+	acquisitions := nestedAcquisitions(s, name)
 	granted := make(chan etcdlock.Token, 1)
 	err := m.Run(ctx, func(fctx context.Context, l *etcdlock.Lock) error {
 		derived, cancel := context.WithTimeout(fctx, 20*time.Second)
@@ -84,5 +70,29 @@ func TestNestedLockIsAnError(t *testing.T) {
 	}
 	if _, ok := etcdlock.LockFromContext(ctx); ok {
 		t.Fatal("a plain context carries a grant")
+	}
+}
+
+// acquisition is one way to acquire a name, for TestNestedLockIsAnError.
+type acquisition struct {
+	what string
+	take func(ctx context.Context) error
+}
+
+// nestedAcquisitions returns every acquisition of name on s that a grant
+// of name carried by ctx makes ErrWouldDeadlock.
+func nestedAcquisitions(s *etcdlock.Session, name string) []acquisition {
+	m := etcdlock.NewMutex(s, name)
+	rw := etcdlock.NewRWMutex(s, name)
+	return []acquisition{
+		{"Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
+		{"TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err }},
+		{"Run", func(ctx context.Context) error {
+			return m.Run(ctx, func(context.Context, *etcdlock.Lock) error { return nil })
+		}},
+		{"LockAll", func(ctx context.Context) error { _, err := etcdlock.LockAll(ctx, s, name+"/x", name); return err }},
+		{"TryLockAll", func(ctx context.Context) error { _, err := etcdlock.TryLockAll(ctx, s, name); return err }},
+		{"RLock", func(ctx context.Context) error { _, err := rw.RLock(ctx); return err }},
+		{"RWMutex.Lock", func(ctx context.Context) error { _, err := rw.Lock(ctx); return err }},
 	}
 }
