@@ -26,8 +26,9 @@ func withGrant(ctx context.Context, l *Lock) context.Context {
 
 // LockFromContext returns the innermost grant ctx carries: the grant of
 // Lock.Context, of Locks.Context, or of the context Mutex.Run and RunOnce
-// hand to fn, or of a context derived from one of them. ok is false for a
-// context that carries none.
+// hand to fn, or of a context derived from one of them (a Leadership's
+// Context carries its leader key's grant, whose Unlock resigns). ok is
+// false for a context that carries none.
 func LockFromContext(ctx context.Context) (l *Lock, ok bool) {
 	if g, _ := ctx.Value(grantsKey{}).(*grantLink); g != nil {
 		return g.l, true

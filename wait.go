@@ -224,6 +224,7 @@ func (w *waiter) onEvents(ctx context.Context, evs []*clientv3.Event, pol policy
 		if r, err := w.check(ctx, ev.Kv.ModRevision, pol, plan); err != nil || r.changed {
 			return r, err
 		}
+		w.delay = heldOff{} // it passed no grant
 	}
 	return watchResult{}, nil
 }

@@ -96,3 +96,25 @@ func nestedAcquisitions(s *etcdlock.Session, name string) []acquisition {
 		{"RWMutex.Lock", func(ctx context.Context) error { _, err := rw.Lock(ctx); return err }},
 	}
 }
+
+// TestNestedInRunOnce: RunOnce's fn gets a context that carries its grant:
+// a Lock of the name with it is ErrWouldDeadlock.
+func TestNestedInRunOnce(t *testing.T) {
+	s := openSession(t, nil)
+	name := uniqueName(t)
+	m := etcdlock.NewMutex(s, name)
+	ctx := testCtx(t, 30*time.Second)
+	err := m.RunOnce(ctx, "1", func(fctx context.Context, l *etcdlock.Lock) error {
+		if got, ok := etcdlock.LockFromContext(fctx); !ok || got != l {
+			t.Errorf("fn's context carries %v, %v; want its grant", got, ok)
+		}
+		_, err := m.Lock(fctx)
+		if !errors.Is(err, etcdlock.ErrWouldDeadlock) {
+			t.Errorf("Lock inside RunOnce's fn: %v, want ErrWouldDeadlock", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
