@@ -30,10 +30,10 @@ type allTxn struct {
 	uncertain, explain bool
 }
 
-func newAllTxn(qs []queue, try bool) *allTxn {
+func newAllTxn(qs []queue, try bool, identity string) *allTxn {
 	e := &allTxn{s: qs[0].s, qs: qs, try: try, sks: make([]slotKey, len(qs))}
 	for i, q := range qs {
-		e.sks[i] = q.newKey("")
+		e.sks[i] = q.newKey("").as(identity)
 	}
 	return e
 }
@@ -196,7 +196,7 @@ func (e *allTxn) refused(ctx context.Context, resp *clientv3.TxnResponse, sents 
 				return e.adopt(mine[0].CreateRevision), nil, false, nil
 			}
 			e.qs[i].drop(e.sks[i]) // never expected: leave it to the reaper
-			e.sks[i] = e.qs[i].newKey("")
+			e.sks[i] = e.qs[i].newKey("").as(e.sks[i].identity)
 			e.sks[i].uncertain = e.uncertain
 			again = true
 		}

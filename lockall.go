@@ -128,7 +128,7 @@ func allError(err error) error {
 // granted (exclusive; in turn: every key is in its queue meanwhile, so the
 // order of the waits changes nothing). On failure every key is removed.
 func acquireAll(ctx context.Context, qs []queue, try bool) ([]*waiter, error) {
-	e := newAllTxn(qs, try)
+	e := newAllTxn(qs, try, holderOf(ctx))
 	ws, aheads, known, err := e.enqueue(ctx)
 	if err != nil {
 		return nil, err

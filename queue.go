@@ -55,6 +55,9 @@ type slotKey struct {
 	slot  int
 	at    time.Time // when the key was named: the value's enqueue time
 	value string    // an election's value, stored with the key; "" otherwise
+	// identity, when set (WithHolderIdentity), is stored with the key
+	// instead of the session's.
+	identity string
 	// uncertain: a write of this key had an unknown outcome, so it may be
 	// applied (again) later; the slot is reused only once the reaper made
 	// sure it cannot (gone).
@@ -64,6 +67,13 @@ type slotKey struct {
 // with returns sk to be stored with value instead.
 func (sk slotKey) with(value string) slotKey {
 	sk.value = value
+	return sk
+}
+
+// as returns sk to be stored with the holder identity id ("": the
+// session's).
+func (sk slotKey) as(id string) slotKey {
+	sk.identity = id
 	return sk
 }
 
@@ -214,7 +224,7 @@ func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine
 		// Never expected: a key of this name that outlived its acquisition.
 		// Leave it to the reaper and use another name.
 		q.drop(*sk)
-		*sk = q.newKey(sk.value)
+		*sk = q.newKey(sk.value).as(sk.identity)
 		return nil, true, nil
 	}
 	// The barrier moved (the reaper retired writes of the session): this
@@ -230,7 +240,7 @@ func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine
 // library gave up on. known is false when a retry found the key already
 // written (unknown outcome of the first try): the keys ahead must then be read.
 func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, []*mvccpb.KeyValue, bool, error) {
-	e := enqueueTxn{q: q, sk: q.newKey(value)}
+	e := enqueueTxn{q: q, sk: q.newKey(value).as(holderOf(ctx))}
 	e.get = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	if n := pol.lookback(); n > 0 {

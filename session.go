@@ -151,7 +151,11 @@ func (s *Session) revokeBound() time.Duration { return min(s.ttl, maxRevoke) }
 // value returns the stored form of the value of a key named sk, granted at
 // granted (zero: before its grant, or at its enqueue; see encodeValue).
 func (s *Session) value(sk slotKey, granted time.Time) string {
-	return encodeValue(s.identity, sk.value, sk.at, granted, s.opts.lockDelay)
+	id := s.identity
+	if sk.identity != "" {
+		id = sk.identity
+	}
+	return encodeValue(id, sk.value, sk.at, granted, s.opts.lockDelay)
 }
 
 // Client returns the client the session was made with.

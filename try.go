@@ -109,7 +109,7 @@ func holderName(identity string) string {
 // the queue is empty); or the error that ended it. Without a waiter, the
 // slot is given up (gone: the reaper retires an uncertain earlier attempt).
 func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*waiter, *mvccpb.KeyValue, error) {
-	sk := q.newKey(value)
+	sk := q.newKey(value).as(holderOf(ctx))
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
