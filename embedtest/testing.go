@@ -32,5 +32,16 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil"),
 		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
 		goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).Stop"),
+		// etcd's own lock and election services (v3lock, v3election) run on
+		// an in-process client of the server's, whose lease keepalive loops
+		// start with the first Lock or Campaign RPC and are never stopped,
+		// not even when the server stops: they are the server's, not a
+		// leak of its clients'.
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc.(*LeaseServer).LeaseKeepAlive"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter.(*ls2lcServerStream).Recv"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter.(*ls2lcClientStream).Recv"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter.(*ls2lc).LeaseKeepAlive.func1"),
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/v3.(*lessor).deadlineLoop"),
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/v3.(*lessor).sendKeepAliveLoop"),
 	}
 }

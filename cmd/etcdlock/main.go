@@ -11,7 +11,9 @@
 //	etcdlock elect NAME VALUE [-- CMD [ARGS...]]
 //	etcdlock observe NAME
 //	etcdlock break NAME --force
+//	etcdlock run --names A,B,C [flags] -- CMD [ARGS...]
 //	etcdlock ui [--listen 127.0.0.1:8080] [--prefix P] [--allow-break]
+//	etcdlock serve [--listen 127.0.0.1:7070] [--socket PATH] [--auth-token-file F]
 //	etcdlock version
 //
 // A cron line that runs tonight's billing job on exactly one machine, giving
@@ -103,6 +105,14 @@
 // etcd watch, plus the same data as JSON and server-sent events. It is
 // read-only and on localhost unless --listen and --allow-break say
 // otherwise.
+//
+// # serve
+//
+// serve gives programs in any language the same locks over HTTP/JSON: a
+// hold by stream (POST /v1/hold; the grant lives while the response is
+// open), holds by session with keepalives, elections, reads and /metrics.
+// Its holders share one FIFO queue and one token sequence with every other
+// etcdlock holder of a name. See etcdlock serve --help.
 package main
 
 import (
@@ -224,7 +234,7 @@ Exit codes of run and elect: the command's own (128+N if it died of signal N);
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SuggestionsMinimumDistance = 2
 	a.conn.register(root)
-	root.AddCommand(a.runCmd(), a.statusCmd(), a.lsCmd(), a.electCmd(), a.observeCmd(), a.breakCmd(), a.onceCmd(), a.uiCmd(), a.versionCmd())
+	root.AddCommand(a.runCmd(), a.statusCmd(), a.lsCmd(), a.electCmd(), a.observeCmd(), a.breakCmd(), a.onceCmd(), a.uiCmd(), a.serveCmd(), a.versionCmd())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usagef(cmd, "%v", err)
 	})

@@ -39,6 +39,9 @@ var (
 const long = 30 * time.Second
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(holdChildEnv); sock != "" {
+		os.Exit(holdChild(sock, os.Getenv("ETCDLOCK_TEST_NAME")))
+	}
 	code, err := testMain(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -55,27 +55,36 @@ func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
 // status prints the holders and waiters of name.
 func (a *app) status(name, output string) error {
 	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-		st, err := describeLock(ctx, cli, name)
+		out, err := statusOf(ctx, cli, name)
 		if err != nil {
 			return err
-		}
-		ttls, err := leaseTTLs(ctx, cli, name, st)
-		if err != nil {
-			return err
-		}
-		out := toStatusJSON(st, ttls)
-		switch c, ok, err := etcdlock.LastCompletion(ctx, cli, name); {
-		case ok:
-			out.LastRun = lockjson.FromCompletion(c)
-		case err != nil && !strings.Contains(errText(err), "permission denied"):
-			// (A role may cover the name's queue and not its record.)
-			return exitf(exitUsage, "%s", libErr(err))
 		}
 		if output == "json" {
 			return a.printJSON(out)
 		}
 		return a.printStatus(name, out)
 	})
+}
+
+// statusOf reads the status of name (status, and serve's /v1/state).
+func statusOf(ctx context.Context, cli *clientv3.Client, name string) (statusJSON, error) {
+	st, err := describeLock(ctx, cli, name)
+	if err != nil {
+		return statusJSON{}, err
+	}
+	ttls, err := leaseTTLs(ctx, cli, name, st)
+	if err != nil {
+		return statusJSON{}, err
+	}
+	out := toStatusJSON(st, ttls)
+	switch c, ok, err := etcdlock.LastCompletion(ctx, cli, name); {
+	case ok:
+		out.LastRun = lockjson.FromCompletion(c)
+	case err != nil && !strings.Contains(errText(err), "permission denied"):
+		// (A role may cover the name's queue and not its record.)
+		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
+	}
+	return out, nil
 }
 
 // describeLock is etcdlock.Describe with etcdlock's error.

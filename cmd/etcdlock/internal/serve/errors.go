@@ -1,0 +1,141 @@
+package serve
+
+// This file holds the server's errors: one JSON shape, a code per cause
+// and the HTTP status that goes with it.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The error codes of the API, each with its HTTP status.
+const (
+	codeInvalidName      = "invalid_name"
+	codeInvalidArgument  = "invalid_argument"
+	codeKindMismatch     = "kind_mismatch"
+	codeLocked           = "locked"
+	codeTimeout          = "timeout"
+	codeNotHeld          = "not_held"
+	codeSessionExpired   = "session_expired"
+	codeUnavailable      = "unavailable"
+	codePermissionDenied = "permission_denied"
+)
+
+var statusOf = map[string]int{
+	codeInvalidName:      http.StatusBadRequest,
+	codeInvalidArgument:  http.StatusBadRequest,
+	codeKindMismatch:     http.StatusConflict,
+	codeLocked:           http.StatusConflict,
+	codeTimeout:          http.StatusRequestTimeout,
+	codeNotHeld:          http.StatusConflict,
+	codeSessionExpired:   http.StatusNotFound,
+	codeUnavailable:      http.StatusServiceUnavailable,
+	codePermissionDenied: http.StatusForbidden,
+}
+
+// apiError is an error with its code, as the API answers it.
+type apiError struct {
+	code string
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(code, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// errWaitOver is the cause of a wait that ran out ("wait").
+var errWaitOver = errors.New("the wait ran out")
+
+// classify maps an error of the library (or of the server) to its code.
+func classify(err error) *apiError {
+	var ae *apiError
+	msg := strings.TrimPrefix(err.Error(), "etcdlock: ")
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, errWaitOver):
+		return errorf(codeTimeout, "%s", msg)
+	case errors.Is(err, etcdlock.ErrInvalidName):
+		return errorf(codeInvalidName, "%s", msg)
+	case errors.Is(err, etcdlock.ErrInvalidArgument), errors.Is(err, etcdlock.ErrWouldDeadlock):
+		return errorf(codeInvalidArgument, "%s", msg)
+	case errors.Is(err, etcdlock.ErrKindMismatch):
+		return errorf(codeKindMismatch, "%s", msg)
+	case errors.Is(err, etcdlock.ErrLocked):
+		return errorf(codeLocked, "%s", msg)
+	case errors.Is(err, etcdlock.ErrNotHeld), errors.Is(err, etcdlock.ErrLockLost):
+		return errorf(codeNotHeld, "%s", msg)
+	case errors.Is(err, etcdlock.ErrSessionExpired), errors.Is(err, etcdlock.ErrSessionClosed):
+		return errorf(codeSessionExpired, "%s", msg)
+	case errors.Is(err, rpctypes.ErrPermissionDenied), status.Code(errors.Unwrap(err)) == codes.PermissionDenied,
+		strings.Contains(msg, "permission denied"):
+		return errorf(codePermissionDenied, "%s", msg)
+	}
+	return errorf(codeUnavailable, "%s", msg)
+}
+
+// writeError answers err as JSON with its code's status, and counts it.
+func (srv *Server) writeError(w http.ResponseWriter, err error) {
+	ae := classify(err)
+	srv.metrics.errors.WithLabelValues(ae.code).Inc()
+	writeJSON(w, statusOf[ae.code], map[string]string{"error": ae.msg, "code": ae.code})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxBody caps a request body.
+const maxBody = 64 << 10
+
+// decode reads r's JSON body into v: at most maxBody bytes, no unknown
+// fields, one value.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(codeInvalidArgument, "request body over %d bytes", maxBody)
+		}
+		return errorf(codeInvalidArgument, "bad JSON body: %v", err)
+	}
+	return nil
+}
+
+// duration parses an optional duration field: zero when empty.
+func duration(field, s string, min, max time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errorf(codeInvalidArgument, "%s: %v", field, err)
+	}
+	if d < min || d > max {
+		return 0, errorf(codeInvalidArgument, "%s %v must be between %v and %v", field, d, min, max)
+	}
+	return d, nil
+}
+
+// waitCtx bounds ctx by a positive wait (the cause errWaitOver).
+func waitCtx(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if wait <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, wait, errWaitOver)
+}

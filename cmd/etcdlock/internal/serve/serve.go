@@ -1,0 +1,235 @@
+// Package serve is etcdlock serve: the library's locks, semaphores,
+// read-write locks and elections over HTTP/JSON for programs in any
+// language. Holders of a name over HTTP hold ordinary etcdlock keys, so they
+// share one FIFO queue and one token sequence with Go holders and with
+// etcdlock run.
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/lockmetrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config configures a Server.
+type Config struct {
+	// AuthToken, when set, is required as "Authorization: Bearer <token>"
+	// on every request.
+	AuthToken string
+	// State answers /v1/state: the JSON shape of etcdlock status -o json.
+	State func(ctx context.Context, name string) (any, error)
+	// Identity is the identity of the server's shared sessions (each hold
+	// shows its own, see etcdlock.WithHolderIdentity).
+	Identity string
+	Logger   *zap.Logger
+}
+
+// Server serves the API on one etcd client. It is safe for concurrent use.
+type Server struct {
+	// Set by New, then read-only.
+	cli     *clientv3.Client
+	cfg     Config
+	reg     *prometheus.Registry
+	obs     *lockmetrics.Metrics
+	metrics serverMetrics
+	mux     *http.ServeMux
+	// stopping is closed by Stop: every hold and campaign releases and
+	// ends its stream.
+	stopping chan struct{}
+	stopOnce sync.Once
+
+	mu       sync.Mutex
+	shared   map[time.Duration]*etcdlock.Session // the stream holds' sessions, by TTL
+	sessions map[string]*clientSession           // the sessions of /v1/sessions, by id
+	streams  sync.WaitGroup                      // open hold and campaign streams
+	ending   sync.WaitGroup                      // sessions being closed by endSession
+}
+
+// New returns a server on cli.
+func New(cli *clientv3.Client, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = "etcdlock-serve"
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs, err := lockmetrics.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs, stopping: make(chan struct{}),
+		shared: map[time.Duration]*etcdlock.Session{}, sessions: map[string]*clientSession{}}
+	if srv.metrics, err = newServerMetrics(reg); err != nil {
+		return nil, err
+	}
+	srv.routes()
+	return srv, nil
+}
+
+func (srv *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/hold", srv.hold)
+	m.HandleFunc("POST /v1/campaign", srv.campaign)
+	m.HandleFunc("GET /v1/leader", srv.leader)
+	m.HandleFunc("GET /v1/observe", srv.observe)
+	m.HandleFunc("GET /v1/state", srv.state)
+	m.HandleFunc("POST /v1/sessions", srv.openSession)
+	m.HandleFunc("POST /v1/sessions/{id}/keepalive", srv.keepAlive)
+	m.HandleFunc("DELETE /v1/sessions/{id}", srv.closeSession)
+	m.HandleFunc("POST /v1/sessions/{id}/lock", srv.sessionLock)
+	m.HandleFunc("POST /v1/sessions/{id}/unlock", srv.sessionUnlock)
+	m.Handle("GET /metrics", promhttp.HandlerFor(srv.reg, promhttp.HandlerOpts{}))
+	srv.mux = m
+}
+
+// ServeHTTP checks the bearer token, if one is required, then serves.
+func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if t := srv.cfg.AuthToken; t != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(t)) != 1 {
+			srv.writeError(w, errorf(codePermissionDenied, "missing or wrong bearer token"))
+			return
+		}
+	}
+	srv.mux.ServeHTTP(w, r)
+}
+
+// Serve serves on every listener until ctx ends (or one fails), then stops
+// accepting, ends every stream (each releases its grant, guarded), closes
+// every session (see Stop) and returns.
+func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	failed := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { failed <- hs.Serve(ln) }()
+	}
+	var err error
+	pending := len(lns)
+	select {
+	case err = <-failed:
+		pending--
+	case <-ctx.Done():
+	}
+	// End every stream (each releases its grant), and stop accepting:
+	// Shutdown returns once every handler has.
+	srv.stopOnce.Do(func() { close(srv.stopping) })
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); err == nil {
+		err = serr
+	}
+	for ; pending > 0; pending-- {
+		if serr := <-failed; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = serr
+		}
+	}
+	srv.stop()
+	return err
+}
+
+// stop releases everything the server holds, once no request can come: it
+// ends every stream (each releases its grant, guarded) and waits for them,
+// then closes every session (deleting its keys, guarded, and revoking its
+// lease).
+func (srv *Server) stop() {
+	srv.stopOnce.Do(func() { close(srv.stopping) })
+	srv.streams.Wait()
+	srv.mu.Lock()
+	var all []*etcdlock.Session
+	for _, s := range srv.shared {
+		all = append(all, s)
+	}
+	ids := make([]string, 0, len(srv.sessions))
+	for id := range srv.sessions {
+		ids = append(ids, id)
+	}
+	clear(srv.shared)
+	srv.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.endSession(id)
+		}()
+	}
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.Close()
+		}()
+	}
+	wg.Wait()
+	srv.ending.Wait()
+}
+
+// sharedSession returns the live session of the stream holds of ttl,
+// opening one (or a replacement of a lost one: its keys went with its
+// lease, and this caller closes it) if need be.
+func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdlock.Session, error) {
+	srv.mu.Lock()
+	old := srv.shared[ttl]
+	if old != nil && old.Err() == nil {
+		srv.mu.Unlock()
+		return old, nil
+	}
+	delete(srv.shared, ttl)
+	srv.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	s, err := etcdlock.NewSession(ctx, srv.cli, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
+		etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs))
+	if err != nil {
+		return nil, err
+	}
+	srv.mu.Lock()
+	cur := srv.shared[ttl]
+	if cur == nil || cur.Err() != nil {
+		srv.shared[ttl], cur = s, nil
+	}
+	srv.mu.Unlock()
+	if cur != nil { // another request opened one meanwhile
+		_ = s.Close()
+		return cur, nil
+	}
+	return s, nil
+}
+
+// errStopping is the cause of a request's context when the server stops.
+var errStopping = errors.New("the server is stopping")
+
+// untilStopping returns a child of ctx that also ends, with cause
+// errStopping, when the server stops.
+func (srv *Server) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-srv.stopping:
+			cancel(errStopping)
+		case <-c.Done():
+		}
+	}()
+	return c, func() {
+		cancel(nil)
+		<-done
+	}
+}

@@ -1,0 +1,207 @@
+package serve
+
+// This file holds the holds by session, for clients that cannot keep a
+// stream open: POST /v1/sessions opens an etcdlock session of its own lease;
+// the server keeps that lease alive only while the client calls keepalive
+// within the TTL (else it closes the session: its keys are deleted, guarded,
+// and its lease revoked); locks taken on it are released by token.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+)
+
+// clientSession is one session of /v1/sessions.
+type clientSession struct {
+	// Set when opened, then read-only.
+	id  string
+	s   *etcdlock.Session
+	ttl time.Duration
+
+	mu     sync.Mutex
+	expiry *time.Timer                    // closes the session; reset by each keepalive
+	locks  map[etcdlock.Token]sessionLock // the grants not yet unlocked
+}
+
+type sessionLock struct {
+	name string
+	l    *etcdlock.Lock
+}
+
+// newSessionID returns 128 random bits in hex: a session id is a
+// capability, so it must not be guessable.
+func newSessionID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TTL      string `json:"ttl"`
+		Identity string `json:"identity"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	ttl, err := duration("ttl", req.TTL, time.Second, maxTTL)
+	switch {
+	case err != nil:
+		srv.writeError(w, err)
+		return
+	case ttl == 0:
+		ttl = defaultTTL
+	case ttl%time.Second != 0:
+		srv.writeError(w, errorf(codeInvalidArgument, "ttl %v must be whole seconds (etcd's unit)", ttl))
+		return
+	}
+	opts := []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs)}
+	if req.Identity != "" {
+		opts = append(opts, etcdlock.WithIdentity(req.Identity))
+	}
+	s, err := etcdlock.NewSession(r.Context(), srv.cli, opts...)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	cs := &clientSession{id: newSessionID(), s: s, ttl: ttl, locks: map[etcdlock.Token]sessionLock{}}
+	srv.mu.Lock()
+	srv.sessions[cs.id] = cs
+	cs.expiry = time.AfterFunc(ttl, func() { srv.endSession(cs.id) })
+	srv.mu.Unlock()
+	srv.metrics.sessions.Inc()
+	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": ttl.String()})
+}
+
+// session returns the open session of r's id, or writes the error.
+func (srv *Server) session(w http.ResponseWriter, r *http.Request) *clientSession {
+	srv.mu.Lock()
+	cs := srv.sessions[r.PathValue("id")]
+	srv.mu.Unlock()
+	if cs == nil {
+		srv.writeError(w, errorf(codeSessionExpired, "no such session (it expired, was closed, or never was)"))
+	}
+	return cs
+}
+
+// endSession closes the session id, if it is still open: its keys are
+// deleted (guarded) and its lease revoked.
+func (srv *Server) endSession(id string) {
+	srv.mu.Lock()
+	cs := srv.sessions[id]
+	delete(srv.sessions, id)
+	if cs != nil {
+		srv.ending.Add(1)
+	}
+	srv.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	defer srv.ending.Done()
+	cs.mu.Lock()
+	cs.expiry.Stop()
+	cs.mu.Unlock()
+	_ = cs.s.Close()
+	srv.metrics.sessions.Dec()
+}
+
+func (srv *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
+	cs := srv.session(w, r)
+	if cs == nil {
+		return
+	}
+	if err := cs.s.Err(); err != nil {
+		srv.endSession(cs.id)
+		srv.writeError(w, err)
+		return
+	}
+	cs.mu.Lock()
+	cs.expiry.Reset(cs.ttl)
+	cs.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": cs.ttl.String()})
+}
+
+func (srv *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	if cs := srv.session(w, r); cs != nil {
+		srv.endSession(cs.id)
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
+func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
+	cs := srv.session(w, r)
+	if cs == nil {
+		return
+	}
+	var req holdRequest
+	if err := decode(w, r, &req); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	if req.TTL != "" || req.Identity != "" || req.Value != "" {
+		srv.writeError(w, errorf(codeInvalidArgument, "a session's lock takes name, wait, try, kind and n only"))
+		return
+	}
+	_, wait, err := req.parsed()
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	ctx, cancel := srv.untilStopping(r.Context())
+	defer cancel()
+	wctx, wcancel := waitCtx(ctx, wait)
+	defer wcancel()
+	l, err := take(wctx, cs.s, req.Name, req.Kind, req.N, req.Try)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	cs.mu.Lock()
+	cs.locks[l.Token()] = sessionLock{name: req.Name, l: l}
+	cs.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"name": req.Name, "token": l.Token().String(), "key": l.Key()})
+}
+
+func (srv *Server) sessionUnlock(w http.ResponseWriter, r *http.Request) {
+	cs := srv.session(w, r)
+	if cs == nil {
+		return
+	}
+	var req struct {
+		Name  string `json:"name"`
+		Token string `json:"token"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	tok, err := etcdlock.ParseToken(req.Token)
+	if err != nil {
+		srv.writeError(w, errorf(codeInvalidArgument, "token: %v", err))
+		return
+	}
+	cs.mu.Lock()
+	sl, ok := cs.locks[tok]
+	if ok && sl.name == req.Name {
+		delete(cs.locks, tok)
+	}
+	cs.mu.Unlock()
+	if !ok || sl.name != req.Name {
+		srv.writeError(w, errorf(codeNotHeld, "this session holds no grant of %q with token %s", req.Name, req.Token))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), releaseBound)
+	defer cancel()
+	if err := sl.l.Unlock(ctx); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

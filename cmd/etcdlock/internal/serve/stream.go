@@ -1,0 +1,205 @@
+package serve
+
+// This file holds the holds by stream: POST /v1/hold and POST
+// /v1/campaign. A grant lives as long as its response stays open: the
+// stream says "granted" (or "elected"), then "alive" with the session's
+// ValidUntil, and "lost" with the cause if the grant ends first; when the
+// client goes (its connection closes), the grant is released at once,
+// guarded by its create revision.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+)
+
+// Bounds of the TTL and wait fields.
+const (
+	defaultTTL = 10 * time.Second
+	maxTTL     = time.Hour
+	maxWait    = 24 * time.Hour
+	// aliveEvery bounds the time between two "alive" lines.
+	aliveEvery = 2 * time.Second
+	// releaseBound bounds a release when a stream ends.
+	releaseBound = 5 * time.Second
+)
+
+// holdRequest is the body of /v1/hold (and, with Value, /v1/campaign).
+type holdRequest struct {
+	Name     string `json:"name"`
+	Wait     string `json:"wait"`
+	Identity string `json:"identity"`
+	TTL      string `json:"ttl"`
+	Try      bool   `json:"try"`
+	Kind     string `json:"kind"` // "mutex" (default), "semaphore", "read", "write"
+	N        int    `json:"n"`    // a semaphore's size
+	Value    string `json:"value"`
+}
+
+// parsed checks the request and returns its TTL and wait.
+func (req *holdRequest) parsed() (ttl, wait time.Duration, err error) {
+	if _, err := etcdlock.KeyPrefix(req.Name); err != nil {
+		return 0, 0, err
+	}
+	if ttl, err = duration("ttl", req.TTL, time.Second, maxTTL); err != nil {
+		return 0, 0, err
+	}
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	if ttl%time.Second != 0 {
+		return 0, 0, errorf(codeInvalidArgument, "ttl %v must be whole seconds (etcd's unit)", ttl)
+	}
+	if wait, err = duration("wait", req.Wait, 0, maxWait); err != nil {
+		return 0, 0, err
+	}
+	return ttl, wait, checkKind(req.Kind, req.N)
+}
+
+// holdContext is ctx with the request's identity (if any) on its keys.
+func holdContext(ctx context.Context, identity string) (context.Context, error) {
+	if identity == "" {
+		return ctx, nil
+	}
+	return etcdlock.WithHolderIdentity(ctx, identity)
+}
+
+// grantLine is the first line of a hold or campaign stream.
+type grantLine struct {
+	Event string `json:"event"`
+	Name  string `json:"name"`
+	Token string `json:"token"`
+	Key   string `json:"key"`
+	Lease string `json:"lease"`
+}
+
+func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
+	var req holdRequest
+	if err := decode(w, r, &req); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	srv.stream(w, r, &req, "granted", func(ctx context.Context, s *etcdlock.Session) (grant, error) {
+		l, err := take(ctx, s, req.Name, req.Kind, req.N, req.Try)
+		if err != nil {
+			return grant{}, err
+		}
+		return grant{l.Token(), l.Key(), l.Context(), l.Unlock}, nil
+	})
+}
+
+func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
+	var req holdRequest
+	if err := decode(w, r, &req); err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	if req.Kind != "" || req.N != 0 || req.Try {
+		srv.writeError(w, errorf(codeInvalidArgument, "a campaign takes name, value, wait, identity and ttl only"))
+		return
+	}
+	srv.stream(w, r, &req, "elected", func(ctx context.Context, s *etcdlock.Session) (grant, error) {
+		l, err := etcdlock.NewElection(s, req.Name).Campaign(ctx, req.Value)
+		if err != nil {
+			return grant{}, err
+		}
+		return grant{l.Token(), l.Key(), l.Context(), l.Resign}, nil
+	})
+}
+
+// grant is what a stream holds: a Lock or a Leadership.
+type grant struct {
+	token   etcdlock.Token
+	key     string
+	ctx     context.Context // ends with the grant, with its cause
+	release func(context.Context) error
+}
+
+// end releases g, bounded; a release that does not finish is completed by
+// the session's reaper. A second call returns what the first did.
+func (g grant) end() error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseBound)
+	defer cancel()
+	return g.release(ctx)
+}
+
+// stream takes a grant with acquire on the shared session of the request's
+// TTL and holds it while the response is open (see the file's header).
+func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdRequest, event string, acquire func(context.Context, *etcdlock.Session) (grant, error)) {
+	srv.streams.Add(1)
+	defer srv.streams.Done()
+	ttl, wait, err := req.parsed()
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	ctx, cancel := srv.untilStopping(r.Context())
+	defer cancel()
+	hctx, err := holdContext(ctx, req.Identity)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	s, err := srv.sharedSession(ctx, ttl)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	wctx, wcancel := waitCtx(hctx, wait)
+	g, err := acquire(wctx, s)
+	wcancel()
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	defer g.end()
+	srv.metrics.streams.Inc()
+	defer srv.metrics.streams.Dec()
+	srv.keepOpen(ctx, w, s, g, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
+		Lease: strconv.FormatInt(int64(s.Lease()), 16)})
+}
+
+// keepOpen writes the stream's lines until the client goes, the server
+// stops, or the grant ends (then a "lost" line with its cause).
+func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, first grantLine) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	_ = enc.Encode(first)
+	flush()
+	tick := time.NewTicker(min(aliveEvery, s.TTL()/3))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if context.Cause(ctx) == errStopping {
+				cause := "the server is stopping: released"
+				if err := g.end(); err != nil {
+					cause = fmt.Sprintf("the server is stopping: %v", err)
+				}
+				_ = enc.Encode(map[string]string{"event": "lost", "cause": cause})
+				flush()
+			}
+			return
+		case <-g.ctx.Done():
+			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(context.Cause(g.ctx))})
+			flush()
+			return
+		case <-tick.C:
+			if err := enc.Encode(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}); err != nil {
+				return // the client went
+			}
+			flush()
+		}
+	}
+}
