@@ -43,7 +43,9 @@ def main():
     except ValueError as e:
         print("refused:", e)
     try:
-        with hold(name, host=host, port=int(port), try_=True):
+        # The second holder's close released the lock (a moment after: the
+        # release is the server's round trip to etcd), so this is granted.
+        with hold(name, host=host, port=int(port), wait="10s"):
             pass
     except LockError as e:
         print("unexpected:", e)

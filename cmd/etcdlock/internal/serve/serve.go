@@ -46,10 +46,10 @@ type Server struct {
 	obs     *lockmetrics.Metrics
 	metrics serverMetrics
 	mux     *http.ServeMux
-	// stopping is closed by Stop: every hold and campaign releases and
-	// ends its stream.
-	stopping chan struct{}
-	stopOnce sync.Once
+	// stopping ends (cause errStopping) when the server stops: every hold
+	// and campaign releases and ends its stream.
+	stopping context.Context
+	stopAll  context.CancelCauseFunc
 
 	mu       sync.Mutex
 	shared   map[time.Duration]*etcdlock.Session // the stream holds' sessions, by TTL
@@ -72,11 +72,12 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs, stopping: make(chan struct{}),
+	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
 		shared: map[time.Duration]*etcdlock.Session{}, sessions: map[string]*clientSession{}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
 	}
+	srv.stopping, srv.stopAll = context.WithCancelCause(context.Background())
 	srv.routes()
 	return srv, nil
 }
@@ -127,7 +128,7 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	}
 	// End every stream (each releases its grant), and stop accepting:
 	// Shutdown returns once every handler has.
-	srv.stopOnce.Do(func() { close(srv.stopping) })
+	srv.stopAll(errStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if serr := hs.Shutdown(sctx); err == nil {
@@ -147,7 +148,7 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 // then closes every session (deleting its keys, guarded, and revoking its
 // lease).
 func (srv *Server) stop() {
-	srv.stopOnce.Do(func() { close(srv.stopping) })
+	srv.stopAll(errStopping)
 	srv.streams.Wait()
 	srv.mu.Lock()
 	var all []*etcdlock.Session
@@ -216,20 +217,12 @@ func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdl
 var errStopping = errors.New("the server is stopping")
 
 // untilStopping returns a child of ctx that also ends, with cause
-// errStopping, when the server stops.
+// errStopping, when the server stops (no goroutine: a stream costs none).
 func (srv *Server) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
 	c, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-srv.stopping:
-			cancel(errStopping)
-		case <-c.Done():
-		}
-	}()
+	stop := context.AfterFunc(srv.stopping, func() { cancel(errStopping) })
 	return c, func() {
+		stop()
 		cancel(nil)
-		<-done
 	}
 }

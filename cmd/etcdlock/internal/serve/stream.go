@@ -89,7 +89,7 @@ func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return grant{}, err
 		}
-		return grant{l.Token(), l.Key(), l.Context(), l.Unlock}, nil
+		return grant{l.Token(), l.Key(), l.Context, l.Unlock}, nil
 	})
 }
 
@@ -108,7 +108,7 @@ func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return grant{}, err
 		}
-		return grant{l.Token(), l.Key(), l.Context(), l.Resign}, nil
+		return grant{l.Token(), l.Key(), l.Context, l.Resign}, nil
 	})
 }
 
@@ -116,7 +116,9 @@ func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
 type grant struct {
 	token   etcdlock.Token
 	key     string
-	ctx     context.Context // ends with the grant, with its cause
+	// ctx returns a context that ends with the grant, with its cause; its
+	// first call starts a watch of the grant's key (see watchAfter).
+	ctx     func() context.Context
 	release func(context.Context) error
 }
 
@@ -179,6 +181,11 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 	flush()
 	tick := time.NewTicker(min(aliveEvery, s.TTL()/3))
 	defer tick.Stop()
+	// Until the first tick the stream watches only the session (a hold
+	// that short costs no watch); from then on the grant's own key too, so
+	// a break is reported within a tick.
+	var lost <-chan struct{}
+	var gctx context.Context
 	for {
 		select {
 		case <-ctx.Done():
@@ -191,11 +198,19 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 				flush()
 			}
 			return
-		case <-g.ctx.Done():
-			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(context.Cause(g.ctx))})
+		case <-s.Done():
+			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(s.Err())})
+			flush()
+			return
+		case <-lost:
+			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(context.Cause(gctx))})
 			flush()
 			return
 		case <-tick.C:
+			if gctx == nil {
+				gctx = g.ctx()
+				lost = gctx.Done()
+			}
 			if err := enc.Encode(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}); err != nil {
 				return // the client went
 			}
