@@ -114,8 +114,8 @@ func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
 
 // grant is what a stream holds: a Lock or a Leadership.
 type grant struct {
-	token   etcdlock.Token
-	key     string
+	token etcdlock.Token
+	key   string
 	// ctx returns a context that ends with the grant, with its cause; its
 	// first call starts a watch of the grant's key (see watchAfter).
 	ctx     func() context.Context
