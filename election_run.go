@@ -20,7 +20,8 @@ import (
 // Run returns nil when ctx ends or lead returns nil, and lead's error
 // otherwise (lead returning while it still leads), always after resigning.
 // It returns at once an error wrapping ErrInvalidArgument (nil lead, nil
-// session), ErrInvalidName or ErrKindMismatch, and ErrSessionClosed if the
+// session), ErrInvalidName, ErrKindMismatch or ErrWouldDeadlock (ctx
+// carries this session's grant of the name), and ErrSessionClosed if the
 // caller closes the Session. When the Session is lost, Run opens replacement
 // sessions on the same client with the same options; it owns and closes them
 // and never closes the caller's Session; it returns ErrSessionExpired only
@@ -58,13 +59,16 @@ func (t leaderTerm) end(ctx context.Context) error { return t.l.Resign(ctx) }
 
 // serve calls lead with a context that ends when ctx ends or leadership is
 // lost (with the loss as its cause) and carries the term
-// (LeadershipFromContext), and waits for it to return.
+// (LeadershipFromContext) and its grant (so that a Campaign of the same
+// election inside lead is ErrWouldDeadlock), and waits for it to return.
 func (t leaderTerm) serve(ctx context.Context) error {
 	if t.health != nil {
 		t.health.Set(t.l)
 		defer t.health.Set(nil)
 	}
-	carry := func(ctx context.Context) context.Context { return context.WithValue(ctx, leadershipKey{}, t.l) }
+	carry := func(ctx context.Context) context.Context {
+		return withGrant(context.WithValue(ctx, leadershipKey{}, t.l), &t.l.g)
+	}
 	return serveUnder(ctx, t.l.Context(), carry, t.lead)
 }
 

@@ -42,19 +42,26 @@ func (ls *Locks) All() []*Lock { return append([]*Lock(nil), ls.all...) }
 // the last name's), so an acquisition of any of the names on the same
 // session made with it fails with ErrWouldDeadlock.
 func (ls *Locks) Context() context.Context {
-	ls.ctxOnce.Do(func() {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		for _, l := range ls.all {
-			ctx = withGrant(ctx, l)
-			gctx := l.Context()
-			name := l.w.q.name
-			ls.stops = append(ls.stops, context.AfterFunc(gctx, func() {
-				cancel(fmt.Errorf("%q: %w", name, context.Cause(gctx)))
-			}))
-		}
-		ls.ctx, ls.cancel = ctx, cancel
-	})
+	ls.ctxOnce.Do(func() { ls.makeContext(true) })
 	return ls.ctx
+}
+
+// makeContext makes ls.ctx; with watch, it ends with the first grant that
+// ends (each grant's Context watches its key).
+func (ls *Locks) makeContext(watch bool) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	for _, l := range ls.all {
+		ctx = withGrant(ctx, l)
+		if !watch {
+			continue
+		}
+		gctx := l.Context()
+		name := l.w.q.name
+		ls.stops = append(ls.stops, context.AfterFunc(gctx, func() {
+			cancel(fmt.Errorf("%q: %w", name, context.Cause(gctx)))
+		}))
+	}
+	ls.ctx, ls.cancel = ctx, cancel
 }
 
 // Unlock releases every grant (see Lock.Unlock), all at once, and returns
@@ -71,7 +78,7 @@ func (ls *Locks) Unlock(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	ls.Context() // made now if never, so that it ends
+	ls.ctxOnce.Do(func() { ls.makeContext(false) }) // made now if never, so that it ends
 	for _, stop := range ls.stops {
 		stop()
 	}

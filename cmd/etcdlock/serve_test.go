@@ -178,3 +178,29 @@ func TestServeSessionKeepalives(t *testing.T) {
 	}
 	srv.do(t, "DELETE", "/v1/sessions/"+id, nil)
 }
+
+// TestServeSessionLockWaitsPastTTL: a session's lock request that waits
+// longer than the TTL, with no keepalive meanwhile, keeps the session: it
+// is granted once the holder releases, and the session lives on.
+func TestServeSessionLockWaitsPastTTL(t *testing.T) {
+	srv := startServer(t, nil)
+	name := uniqueName(t)
+	held, _ := srv.hold(t, map[string]any{"name": name})
+	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "1s"})
+	id := fmt.Sprint(sess["session"])
+	got := make(chan map[string]any, 1)
+	go func() {
+		code, g := srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name, "wait": "30s"})
+		if code != http.StatusOK {
+			t.Errorf("lock: %d %v", code, g)
+		}
+		got <- g
+	}()
+	waitState(t, newClient(t), name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	time.Sleep(2500 * time.Millisecond) // longer than the TTL with no keepalive: what the test is about
+	held.close()
+	g := <-got
+	if code, out := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
+		t.Fatalf("unlock after the wait: %d %v", code, out)
+	}
+}

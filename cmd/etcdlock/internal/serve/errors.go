@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -113,6 +114,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 			return errorf(codeInvalidArgument, "request body over %d bytes", maxBody)
 		}
 		return errorf(codeInvalidArgument, "bad JSON body: %v", err)
+	}
+	if dec.More() {
+		return errorf(codeInvalidArgument, "bad JSON body: more than one value")
+	}
+	// Read the body to its end, so that the server watches the connection
+	// from now on and a client that goes ends the request's context.
+	if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		return errorf(codeInvalidArgument, "reading the body: %v", err)
 	}
 	return nil
 }

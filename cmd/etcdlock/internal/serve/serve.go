@@ -52,6 +52,7 @@ type Server struct {
 	stopAll  context.CancelCauseFunc
 
 	mu       sync.Mutex
+	closed   bool                                // set by stop: no session opens after it
 	shared   map[time.Duration]*etcdlock.Session // the stream holds' sessions, by TTL
 	sessions map[string]*clientSession           // the sessions of /v1/sessions, by id
 	streams  sync.WaitGroup                      // open hold and campaign streams
@@ -111,8 +112,8 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Serve serves on every listener until ctx ends (or one fails), then stops
-// accepting, ends every stream (each releases its grant, guarded), closes
-// every session (see Stop) and returns.
+// accepting, ends every stream (each releases its grant, guarded), waits
+// for every handler, closes every session (see stop) and returns.
 func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	failed := make(chan error, len(lns))
@@ -126,8 +127,11 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		pending--
 	case <-ctx.Done():
 	}
-	// End every stream (each releases its grant), and stop accepting:
+	// Stop accepting, then end every stream (each releases its grant);
 	// Shutdown returns once every handler has.
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
 	srv.stopAll(errStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -135,7 +139,7 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		err = serr
 	}
 	for ; pending > 0; pending-- {
-		if serr := <-failed; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		if serr := <-failed; err == nil && !errors.Is(serr, http.ErrServerClosed) && !errors.Is(serr, net.ErrClosed) {
 			err = serr
 		}
 	}
@@ -151,6 +155,7 @@ func (srv *Server) stop() {
 	srv.stopAll(errStopping)
 	srv.streams.Wait()
 	srv.mu.Lock()
+	srv.closed = true
 	var all []*etcdlock.Session
 	for _, s := range srv.shared {
 		all = append(all, s)
@@ -201,12 +206,16 @@ func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdl
 		return nil, err
 	}
 	srv.mu.Lock()
-	cur := srv.shared[ttl]
-	if cur == nil || cur.Err() != nil {
+	cur, closed := srv.shared[ttl], srv.closed
+	if !closed && (cur == nil || cur.Err() != nil) {
 		srv.shared[ttl], cur = s, nil
 	}
 	srv.mu.Unlock()
-	if cur != nil { // another request opened one meanwhile
+	switch {
+	case closed:
+		_ = s.Close()
+		return nil, errStopping
+	case cur != nil: // another request opened one meanwhile
 		_ = s.Close()
 		return cur, nil
 	}

@@ -26,6 +26,8 @@ type clientSession struct {
 
 	mu     sync.Mutex
 	expiry *time.Timer                    // closes the session; reset by each keepalive
+	busy   int                            // lock requests in flight: each counts as a keepalive
+	closed bool                           // set by endSession: keepalives fail from then on
 	locks  map[etcdlock.Token]sessionLock // the grants not yet unlocked
 }
 
@@ -73,9 +75,17 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	cs := &clientSession{id: newSessionID(), s: s, ttl: ttl, locks: map[etcdlock.Token]sessionLock{}}
 	srv.mu.Lock()
-	srv.sessions[cs.id] = cs
-	cs.expiry = time.AfterFunc(ttl, func() { srv.endSession(cs.id) })
+	closed := srv.closed
+	if !closed {
+		srv.sessions[cs.id] = cs
+		cs.expiry = time.AfterFunc(ttl, func() { srv.expire(cs) })
+	}
 	srv.mu.Unlock()
+	if closed {
+		_ = s.Close()
+		srv.writeError(w, errStopping)
+		return
+	}
 	srv.metrics.sessions.Inc()
 	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": ttl.String()})
 }
@@ -89,6 +99,34 @@ func (srv *Server) session(w http.ResponseWriter, r *http.Request) *clientSessio
 		srv.writeError(w, errorf(codeSessionExpired, "no such session (it expired, was closed, or never was)"))
 	}
 	return cs
+}
+
+// expire ends cs a TTL after its last keepalive, unless a lock request of
+// it is in flight (the request's end counts as a keepalive).
+func (srv *Server) expire(cs *clientSession) {
+	cs.mu.Lock()
+	if cs.busy > 0 {
+		cs.mu.Unlock()
+		return
+	}
+	cs.mu.Unlock()
+	srv.endSession(cs.id)
+}
+
+// request marks a lock request of cs in flight (keeping the session from
+// expiring) until the returned func is called, which counts as a keepalive.
+func (cs *clientSession) request() (done func()) {
+	cs.mu.Lock()
+	cs.busy++
+	cs.mu.Unlock()
+	return func() {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		cs.busy--
+		if !cs.closed {
+			cs.expiry.Reset(cs.ttl)
+		}
+	}
 }
 
 // endSession closes the session id, if it is still open: its keys are
@@ -106,6 +144,7 @@ func (srv *Server) endSession(id string) {
 	}
 	defer srv.ending.Done()
 	cs.mu.Lock()
+	cs.closed = true
 	cs.expiry.Stop()
 	cs.mu.Unlock()
 	_ = cs.s.Close()
@@ -123,8 +162,15 @@ func (srv *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cs.mu.Lock()
-	cs.expiry.Reset(cs.ttl)
+	closed := cs.closed
+	if !closed {
+		cs.expiry.Reset(cs.ttl)
+	}
 	cs.mu.Unlock()
+	if closed {
+		srv.writeError(w, errorf(codeSessionExpired, "the session expired"))
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": cs.ttl.String()})
 }
 
@@ -154,6 +200,7 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
+	defer cs.request()()
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
 	wctx, wcancel := waitCtx(ctx, wait)
@@ -161,6 +208,13 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 	l, err := take(wctx, cs.s, req.Name, req.Kind, req.N, req.Try)
 	if err != nil {
 		srv.writeError(w, err)
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		// The client went (or the server stops) as it was granted: nobody
+		// would know the token, so nobody could unlock it.
+		_ = grant{release: l.Unlock}.end()
+		srv.writeError(w, errorf(codeUnavailable, "the request ended before the grant was answered: released"))
 		return
 	}
 	cs.mu.Lock()
@@ -189,9 +243,6 @@ func (srv *Server) sessionUnlock(w http.ResponseWriter, r *http.Request) {
 	}
 	cs.mu.Lock()
 	sl, ok := cs.locks[tok]
-	if ok && sl.name == req.Name {
-		delete(cs.locks, tok)
-	}
 	cs.mu.Unlock()
 	if !ok || sl.name != req.Name {
 		srv.writeError(w, errorf(codeNotHeld, "this session holds no grant of %q with token %s", req.Name, req.Token))
@@ -199,7 +250,15 @@ func (srv *Server) sessionUnlock(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), releaseBound)
 	defer cancel()
-	if err := sl.l.Unlock(ctx); err != nil {
+	err = sl.l.Unlock(ctx)
+	if ctx.Err() == nil || err == nil {
+		// Final (released, or lost before): forget it. A delete cut short
+		// by ctx is finished by the reaper; a retry then answers as it.
+		cs.mu.Lock()
+		delete(cs.locks, tok)
+		cs.mu.Unlock()
+	}
+	if err != nil {
 		srv.writeError(w, err)
 		return
 	}

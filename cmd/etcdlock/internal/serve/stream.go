@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -123,7 +124,7 @@ type grant struct {
 }
 
 // end releases g, bounded; a release that does not finish is completed by
-// the session's reaper. A second call returns what the first did.
+// the session's reaper.
 func (g grant) end() error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseBound)
 	defer cancel()
@@ -159,16 +160,17 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
-	defer g.end()
+	end := sync.OnceValue(g.end) // at most once: a second Unlock waits for the first's result
+	defer end()
 	srv.metrics.streams.Inc()
 	defer srv.metrics.streams.Dec()
-	srv.keepOpen(ctx, w, s, g, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
+	srv.keepOpen(ctx, w, s, g, end, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
 		Lease: strconv.FormatInt(int64(s.Lease()), 16)})
 }
 
 // keepOpen writes the stream's lines until the client goes, the server
 // stops, or the grant ends (then a "lost" line with its cause).
-func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, first grantLine) {
+func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, end func() error, first grantLine) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
@@ -191,7 +193,7 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 		case <-ctx.Done():
 			if context.Cause(ctx) == errStopping {
 				cause := "the server is stopping: released"
-				if err := g.end(); err != nil {
+				if err := end(); err != nil {
 					cause = fmt.Sprintf("the server is stopping: %v", err)
 				}
 				_ = enc.Encode(map[string]string{"event": "lost", "cause": cause})
@@ -210,6 +212,9 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 			if gctx == nil {
 				gctx = g.ctx()
 				lost = gctx.Done()
+				if gctx.Err() != nil {
+					continue // report the loss, not a last "alive"
+				}
 			}
 			if err := enc.Encode(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}); err != nil {
 				return // the client went
