@@ -128,20 +128,7 @@ func serveListeners(listen, socket string) ([]net.Listener, error) {
 
 // runServer serves until a signal comes (or the server fails).
 func runServer(srv *serve.Server, lns []net.Listener, sigs <-chan os.Signal) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	caught := make(chan struct{})
-	go func() {
-		defer close(caught)
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err := srv.Serve(ctx, lns...)
-	cancel()
-	<-caught
-	if err != nil {
+	if err := untilSignal(sigs, func(ctx context.Context) error { return srv.Serve(ctx, lns...) }); err != nil {
 		return exitf(exitUsage, "serve: %v", err)
 	}
 	return nil

@@ -88,3 +88,22 @@ func interruptedWhile(sig os.Signal, doing string) error {
 // quietOnSignal is elect's (without a command) and observe's: a signal is
 // how they end, with 0.
 func quietOnSignal(os.Signal, string) error { return nil }
+
+// untilSignal runs serve with a context that ends at the first signal on
+// sigs, and returns serve's error once serve has returned.
+func untilSignal(sigs <-chan os.Signal, serve func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	caught := make(chan struct{})
+	go func() {
+		defer close(caught)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := serve(ctx)
+	cancel()
+	<-caught
+	return err
+}

@@ -74,20 +74,7 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 
 // runUI serves the page until a signal comes (or the server fails).
 func runUI(srv *ui.Server, ln net.Listener, sigs <-chan os.Signal) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	caught := make(chan struct{})
-	go func() {
-		defer close(caught)
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err := srv.Serve(ctx, ln)
-	cancel()
-	<-caught
-	if err != nil {
+	if err := untilSignal(sigs, func(ctx context.Context) error { return srv.Serve(ctx, ln) }); err != nil {
 		return exitf(exitUsage, "status page: %v", err)
 	}
 	return nil

@@ -1,11 +1,14 @@
 package etcdlock_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
@@ -80,4 +83,27 @@ func child(mode string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
+}
+
+// startChild starts the test binary as a child client of the shared
+// cluster (see childEnv) in mode, with the given ETCDLOCK_TEST_ variables
+// ("NAME=x" sets ETCDLOCK_TEST_NAME). It is killed at cleanup. It returns
+// the process and its standard output.
+func startChild(t *testing.T, mode string, vars ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","))
+	for _, v := range vars {
+		cmd.Env = append(cmd.Env, "ETCDLOCK_TEST_"+v)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, bufio.NewReader(out)
 }

@@ -1,12 +1,9 @@
 package etcdlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,22 +105,10 @@ func TestLockAllNeverDeadlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=lockall",
-		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
-		"ETCDLOCK_TEST_NAME="+a+","+b, "ETCDLOCK_TEST_TTL=10s", fmt.Sprintf("ETCDLOCK_TEST_ROUNDS=%d", rounds))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd, out := startChild(t, "lockall", "NAME="+a+","+b, "TTL=10s", fmt.Sprintf("ROUNDS=%d", rounds))
 	childDone := make(chan error, 1)
 	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
+		line, err := out.ReadString('\n')
 		if err == nil && strings.TrimSpace(line) != "DONE" {
 			err = fmt.Errorf("child said %q", line)
 		}

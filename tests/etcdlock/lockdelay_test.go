@@ -1,10 +1,8 @@
 package etcdlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -20,20 +18,8 @@ import (
 // with lock-delay delay; it returns the process once it holds.
 func startHolder(t *testing.T, name string, ttl, delay time.Duration) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=lock",
-		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
-		"ETCDLOCK_TEST_NAME="+name, "ETCDLOCK_TEST_TTL="+ttl.String(), "ETCDLOCK_TEST_DELAY="+delay.String())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+	cmd, out := startChild(t, "lock", "NAME="+name, "TTL="+ttl.String(), "DELAY="+delay.String())
+	if line, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
 		t.Fatalf("child: %q %v", line, err)
 	}
 	return cmd

@@ -1,11 +1,8 @@
 package etcdlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
@@ -128,20 +125,8 @@ func TestClosingClientEndsSessions(t *testing.T) {
 func TestCrashedClientFreesLock(t *testing.T) {
 	name := uniqueName(t)
 	const ttl = 3 * time.Second
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=lock",
-		"ETCDLOCK_TEST_ENDPOINTS="+strings.Join(shared.Endpoints(), ","),
-		"ETCDLOCK_TEST_NAME="+name, "ETCDLOCK_TEST_TTL="+ttl.String())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	cmd, out := startChild(t, "lock", "NAME="+name, "TTL="+ttl.String())
+	line, err := out.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HELD ") {
 		t.Fatalf("child: %q %v", line, err)
 	}
