@@ -36,40 +36,26 @@ func (e *Election) Run(ctx context.Context, value string, lead func(ctx context.
 		return q.errorf(fmt.Errorf("%w: nil lead function", ErrInvalidArgument))
 	}
 	r := &runner{caller: e.s, q: q, what: "election", log: e.s.log.With(zap.String("election", e.name)),
-		take: func(ctx context.Context, s *Session) (runTerm, error) {
+		take: func(ctx context.Context, s *Session) (term, error) {
 			l, err := NewElection(s, e.name).Campaign(ctx, value)
 			if err != nil {
-				return nil, err
+				return term{}, err
 			}
-			return leaderTerm{l: l, lead: lead, health: e.health.Load()}, nil
+			return term{l: &l.g, serve: func(ctx context.Context) error { return e.lead(ctx, l, lead) }}, nil
 		}}
 	return r.run(ctx)
 }
 
-// leaderTerm is a term of leadership in Run.
-type leaderTerm struct {
-	l      *Leadership
-	lead   func(context.Context) error
-	health *LeaderHealth // nil: not reported
-}
-
-func (t leaderTerm) Context() context.Context      { return t.l.Context() }
-func (t leaderTerm) Token() Token                  { return t.l.Token() }
-func (t leaderTerm) end(ctx context.Context) error { return t.l.Resign(ctx) }
-
-// serve calls lead with a context that ends when ctx ends or leadership is
-// lost (with the loss as its cause) and carries the term
-// (LeadershipFromContext) and its grant (so that a Campaign of the same
-// election inside lead is ErrWouldDeadlock), and waits for it to return.
-func (t leaderTerm) serve(ctx context.Context) error {
-	if t.health != nil {
-		t.health.Set(t.l)
-		defer t.health.Set(nil)
+// lead calls lead for the term l with ctx (which ends with the term and
+// carries its grant, see serveUnder) carrying l too
+// (LeadershipFromContext), reporting l to the election's LeaderHealth
+// meanwhile if it has one.
+func (e *Election) lead(ctx context.Context, l *Leadership, lead func(context.Context) error) error {
+	if h := e.health.Load(); h != nil {
+		h.Set(l)
+		defer h.Set(nil)
 	}
-	carry := func(ctx context.Context) context.Context {
-		return withGrant(context.WithValue(ctx, leadershipKey{}, t.l), &t.l.g)
-	}
-	return serveUnder(ctx, t.l.Context(), carry, t.lead)
+	return lead(context.WithValue(ctx, leadershipKey{}, l))
 }
 
 type leadershipKey struct{}

@@ -37,27 +37,12 @@ func (m *Mutex) Run(ctx context.Context, fn func(ctx context.Context, l *Lock) e
 		return q.errorf(fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	r := &runner{caller: m.s, q: q, what: "lock", log: m.s.log.With(zap.String("lock", m.name)),
-		take: func(ctx context.Context, s *Session) (runTerm, error) {
+		take: func(ctx context.Context, s *Session) (term, error) {
 			l, err := NewMutex(s, m.name).Lock(ctx)
 			if err != nil {
-				return nil, err
+				return term{}, err
 			}
-			return lockTerm{l: l, fn: fn}, nil
+			return term{l: l, serve: func(ctx context.Context) error { return fn(ctx, l) }}, nil
 		}}
 	return r.run(ctx)
-}
-
-// lockTerm is one grant of the lock in Run.
-type lockTerm struct {
-	l  *Lock
-	fn func(context.Context, *Lock) error
-}
-
-func (t lockTerm) Context() context.Context      { return t.l.Context() }
-func (t lockTerm) Token() Token                  { return t.l.Token() }
-func (t lockTerm) end(ctx context.Context) error { return t.l.Unlock(ctx) }
-
-func (t lockTerm) serve(ctx context.Context) error {
-	carry := func(ctx context.Context) context.Context { return withGrant(ctx, t.l) }
-	return serveUnder(ctx, t.l.Context(), carry, func(ctx context.Context) error { return t.fn(ctx, t.l) })
 }

@@ -16,16 +16,11 @@ import (
 // runFloor is the first pause of Run after a failed phase.
 const runFloor = 100 * time.Millisecond
 
-// runTerm is one grant a Run holds: a term of leadership, or a lock.
-type runTerm interface {
-	// Context ends when the grant is lost or released.
-	Context() context.Context
-	Token() Token
-	// serve calls the caller's function with a child of ctx that also ends
-	// with the grant and carries it, and waits for it to return.
-	serve(ctx context.Context) error
-	// end releases the grant (resign, unlock).
-	end(ctx context.Context) error
+// term is one grant a Run holds (a lock, or a leadership's key: Resign is
+// its Unlock) and the caller's function to serve under it.
+type term struct {
+	l     *Lock
+	serve func(ctx context.Context) error
 }
 
 // runner is the state of one Run call. Only Run's goroutine uses it.
@@ -34,7 +29,7 @@ type runner struct {
 	q      queue    // the caller's queue, for errors
 	what   string   // "leadership" or "lock", for the log
 	// take is phase 2: it waits on s until the grant is this Run's.
-	take func(ctx context.Context, s *Session) (runTerm, error)
+	take func(ctx context.Context, s *Session) (term, error)
 
 	s     *Session // the session Run acquires on: caller, or owned
 	owned *Session // a replacement session Run opened; nil before
@@ -120,13 +115,13 @@ func (r *runner) closeOwned() {
 
 // term serves one grant, then releases it if it is still held. done says
 // Run returns err; else the grant was lost and Run acquires again.
-func (r *runner) term(ctx context.Context, t runTerm) (done bool, err error) {
-	token := zap.Stringer("token", t.Token())
+func (r *runner) term(ctx context.Context, t term) (done bool, err error) {
+	token := zap.Stringer("token", t.l.Token())
 	r.log.Info("run: holding", token)
-	serr := t.serve(ctx)
-	lostCause := context.Cause(t.Context()) // nil while still held
+	serr := serveUnder(ctx, t.l, t.serve)
+	lostCause := context.Cause(t.l.Context()) // nil while still held
 	rctx, cancel := context.WithTimeout(context.Background(), r.s.revokeBound())
-	if rerr := t.end(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+	if rerr := t.l.Unlock(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
 		r.log.Warn("run: release did not finish; the session's reaper completes it", zap.Error(rerr))
 	}
 	cancel()
@@ -175,10 +170,12 @@ func closedByCaller(ctx context.Context) bool {
 }
 
 // serveUnder calls fn with a child of ctx that also ends when grant ends
-// (with its cause) and carries value under key, and waits for it to return.
-func serveUnder(ctx context.Context, grant context.Context, carry func(context.Context) context.Context, fn func(context.Context) error) error {
-	fctx, cancel := context.WithCancelCause(carry(ctx))
-	stop := context.AfterFunc(grant, func() { cancel(context.Cause(grant)) })
+// (with its cause) and carries it (LockFromContext, ErrWouldDeadlock), and
+// waits for it to return.
+func serveUnder(ctx context.Context, grant *Lock, fn func(context.Context) error) error {
+	gctx := grant.Context()
+	fctx, cancel := context.WithCancelCause(withGrant(ctx, grant))
+	stop := context.AfterFunc(gctx, func() { cancel(context.Cause(gctx)) })
 	defer func() {
 		stop()
 		cancel(nil)
