@@ -74,26 +74,10 @@ func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, 
 			return nil, nil, false, err
 		}
 		e.markUncertain()
-		if err := e.retryOrEnd(ctx, b, err); err != nil {
+		if err := e.s.retryUnknown(ctx, b, err, e.sks[0].key, e.gone); err != nil {
 			return nil, nil, false, err
 		}
 	}
-}
-
-// retryOrEnd pauses before the next attempt after an unknown outcome, or
-// gives every key up and returns why when ctx or the session ended.
-func (e *allTxn) retryOrEnd(ctx context.Context, b *backoff, err error) error {
-	if ctx.Err() == nil && e.s.live() == nil && b.wait(ctx) {
-		return nil
-	}
-	e.gone()
-	if ctx.Err() != nil {
-		return ctxErr(ctx, err)
-	}
-	if serr := e.s.live(); serr != nil {
-		return serr
-	}
-	return err
 }
 
 // markUncertain notes that an attempt's outcome is unknown.

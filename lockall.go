@@ -87,10 +87,7 @@ func lockAll(ctx context.Context, s *Session, names []string, try bool) (ls *Loc
 			}
 		}
 	}()
-	if err := ctx.Err(); err != nil {
-		return nil, allError(ctxErr(ctx, err))
-	}
-	if err := s.live(); err != nil {
+	if err := s.wanted(ctx); err != nil {
 		return nil, allError(err)
 	}
 	for _, q := range qs {
@@ -102,11 +99,8 @@ func lockAll(ctx context.Context, s *Session, names []string, try bool) (ls *Loc
 	defer done()
 	ws, err = acquireAll(opCtx, qs, try)
 	if err == nil {
-		err = ctx.Err()
-		if err == nil {
-			err = s.live()
-		}
-		if err != nil {
+		// No grant after the caller gave up (queue.grant).
+		if err = s.wanted(ctx); err != nil {
 			abandonAll(ws, err)
 		}
 	}

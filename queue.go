@@ -17,7 +17,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // lossLookup bounds the read that tells why a waiter's key is gone (lost).
@@ -114,13 +113,7 @@ func (q queue) drop(sk slotKey) {
 func (q queue) acquisition(ctx context.Context, body func(context.Context) (*waiter, error)) (w *waiter, err error) {
 	start := time.Now()
 	defer func() { q.finishAcquire(start, w, err) }()
-	if err := ctx.Err(); err != nil {
-		return nil, q.errorf(ctxErr(ctx, err))
-	}
-	if err := q.s.live(); err != nil {
-		return nil, q.errorf(err)
-	}
-	if err := q.wouldDeadlock(ctx); err != nil {
+	if err := q.admit(ctx); err != nil {
 		return nil, q.errorf(err)
 	}
 	opCtx, done := q.s.bound(ctx)
@@ -132,14 +125,27 @@ func (q queue) acquisition(ctx context.Context, body func(context.Context) (*wai
 	return q.grant(ctx, w)
 }
 
+// admit fails an acquisition before it writes anything: ctx or the session
+// ended, or ctx carries the session's grant of the name (wouldDeadlock).
+func (q queue) admit(ctx context.Context) error {
+	if err := q.s.wanted(ctx); err != nil {
+		return err
+	}
+	return q.wouldDeadlock(ctx)
+}
+
+// wanted returns nil while ctx and the session go on, else why not.
+func (s *Session) wanted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(ctx, err)
+	}
+	return s.live()
+}
+
 // grant returns w unless ctx or the session ended first: no grant after the
 // caller gave up. The key is removed then.
 func (q queue) grant(ctx context.Context, w *waiter) (*waiter, error) {
-	if err := ctx.Err(); err != nil {
-		w.abandon(err)
-		return nil, q.errorf(ctxErr(ctx, err))
-	}
-	if err := q.s.live(); err != nil {
+	if err := q.s.wanted(ctx); err != nil {
 		w.abandon(err)
 		return nil, q.errorf(err)
 	}
@@ -191,20 +197,7 @@ func kindMismatch(tag string) error {
 // then given up).
 func (q queue) retryUnknown(ctx context.Context, sk *slotKey, b *backoff, err error) error {
 	sk.uncertain = true
-	if ctx.Err() != nil {
-		q.gone(*sk)
-		return ctxErr(ctx, err)
-	}
-	if serr := q.s.live(); serr != nil {
-		q.gone(*sk)
-		return serr
-	}
-	q.s.log.Debug("write of unknown outcome, retrying", zap.String("key", sk.key), zap.Error(err))
-	if !b.wait(ctx) {
-		q.gone(*sk)
-		return ctxErr(ctx, ctx.Err())
-	}
-	return nil
+	return q.s.retryUnknown(ctx, b, err, sk.key, func() { q.gone(*sk) })
 }
 
 // resolveRefusal handles the Else branch of a key-creating Txn whose compares

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -147,4 +148,25 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// retryUnknown pauses before the next attempt of a write whose outcome was
+// unknown (err) and returns nil; or, when ctx or the session ended first,
+// calls giveUp (the write's keys go to the reaper) and returns why. what
+// names the write in the debug log.
+func (s *Session) retryUnknown(ctx context.Context, b *backoff, err error, what string, giveUp func()) error {
+	if ctx.Err() != nil {
+		giveUp()
+		return ctxErr(ctx, err)
+	}
+	if serr := s.live(); serr != nil {
+		giveUp()
+		return serr
+	}
+	s.log.Debug("write of unknown outcome, retrying", zap.String("key", what), zap.Error(err))
+	if !b.wait(ctx) {
+		giveUp()
+		return ctxErr(ctx, ctx.Err())
+	}
+	return nil
 }
