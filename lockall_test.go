@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestLockAllArguments(t *testing.T) {
@@ -40,16 +38,6 @@ func TestLockAllArguments(t *testing.T) {
 				t.Fatalf("%v, want %v", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestLeaseOfKey(t *testing.T) {
-	key := waiterKey(namePrefix("a/b-c"), tagMutex, clientv3.LeaseID(0x7a3f), 11)
-	if lease, ok := leaseOfKey(key); !ok || lease != 0x7a3f {
-		t.Fatalf("leaseOfKey(%q) = %x, %v", key, int64(lease), ok)
-	}
-	if _, ok := leaseOfKey("etcdlock/x%/m/zz"); ok {
-		t.Fatal("a key without a lease parsed")
 	}
 }
 

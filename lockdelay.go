@@ -7,8 +7,6 @@ package etcdlock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -19,10 +17,11 @@ import (
 // heldOff is a key ahead that a wait saw deleted, of a session with a
 // lock-delay.
 type heldOff struct {
-	d    time.Duration // the deleted key's lock-delay; 0: none seen
-	key  string
-	rev  int64     // the deletion's revision
-	seen time.Time // when the waiter saw it
+	d     time.Duration // the deleted key's lock-delay; 0: none seen
+	key   string
+	lease clientv3.LeaseID // the deleted key's
+	rev   int64            // the deletion's revision
+	seen  time.Time        // when the waiter saw it
 }
 
 // noteDelete records ev, a deletion of a key ahead, when the key's session
@@ -32,7 +31,7 @@ func (w *waiter) noteDelete(ev *clientv3.Event) {
 		return
 	}
 	if d := decodeValue(ev.PrevKv.Value).lockDelay(); d > 0 {
-		w.delay = heldOff{d: d, key: string(ev.Kv.Key), rev: ev.Kv.ModRevision, seen: time.Now()}
+		w.delay = heldOff{d: d, key: string(ev.Kv.Key), lease: clientv3.LeaseID(ev.PrevKv.Lease), rev: ev.Kv.ModRevision, seen: time.Now()}
 	}
 }
 
@@ -70,27 +69,11 @@ func (w *waiter) holdOff(ctx context.Context) error {
 // session's barrier of this name (attached to the same lease, kept while it
 // lives: barrier.go) was gone at the deletion's revision too.
 func (w *waiter) wentWithLease(ctx context.Context, h heldOff) (bool, error) {
-	lease, ok := leaseOfKey(h.key)
-	if !ok {
-		return true, nil
-	}
 	actx, kv, done := w.q.s.book.attempt(ctx, true)
 	defer done()
-	resp, err := kv.Get(actx, barrierKey(w.q.dir, lease), clientv3.WithRev(h.rev), clientv3.WithKeysOnly())
+	resp, err := kv.Get(actx, barrierKey(w.q.dir, h.lease), clientv3.WithRev(h.rev), clientv3.WithKeysOnly())
 	if err != nil {
 		return false, err
 	}
 	return len(resp.Kvs) == 0, nil
-}
-
-// leaseOfKey returns the lease in a queue key's name
-// ("<dir><tag>/<lease hex>-<slot hex>").
-func leaseOfKey(key string) (clientv3.LeaseID, bool) {
-	id := key[strings.LastIndex(key, "/")+1:]
-	hex, _, ok := strings.Cut(id, "-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(hex, 16, 64)
-	return clientv3.LeaseID(n), err == nil
 }
