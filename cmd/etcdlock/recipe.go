@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -40,21 +41,14 @@ func (r *recipe) check(cmd *cobra.Command) error {
 
 // take waits for the grant (or, with try, takes it only if free).
 func (r *recipe) take(ctx context.Context, s *etcdlock.Session, name string, try bool) (*etcdlock.Lock, error) {
+	k := acquire.Kind{}
 	switch {
-	case r.semaphore > 0 && try:
-		return etcdlock.NewSemaphore(s, name, r.semaphore).TryAcquire(ctx)
 	case r.semaphore > 0:
-		return etcdlock.NewSemaphore(s, name, r.semaphore).Acquire(ctx)
-	case r.read && try:
-		return etcdlock.NewRWMutex(s, name).TryRLock(ctx)
+		k = acquire.Kind{Name: "semaphore", N: r.semaphore}
 	case r.read:
-		return etcdlock.NewRWMutex(s, name).RLock(ctx)
-	case r.write && try:
-		return etcdlock.NewRWMutex(s, name).TryLock(ctx)
+		k.Name = "read"
 	case r.write:
-		return etcdlock.NewRWMutex(s, name).Lock(ctx)
-	case try:
-		return etcdlock.NewMutex(s, name).TryLock(ctx)
+		k.Name = "write"
 	}
-	return etcdlock.NewMutex(s, name).Lock(ctx)
+	return acquire.Take(ctx, s, name, k, try)
 }

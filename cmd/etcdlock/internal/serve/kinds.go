@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 )
 
 // checkKind checks a request's kind and semaphore size.
@@ -26,21 +27,5 @@ func checkKind(kind string, n int) error {
 // take acquires name of kind on s (with try: only if free), as
 // etcdlock run does.
 func take(ctx context.Context, s *etcdlock.Session, name, kind string, n int, try bool) (*etcdlock.Lock, error) {
-	switch {
-	case kind == "semaphore" && try:
-		return etcdlock.NewSemaphore(s, name, n).TryAcquire(ctx)
-	case kind == "semaphore":
-		return etcdlock.NewSemaphore(s, name, n).Acquire(ctx)
-	case kind == "read" && try:
-		return etcdlock.NewRWMutex(s, name).TryRLock(ctx)
-	case kind == "read":
-		return etcdlock.NewRWMutex(s, name).RLock(ctx)
-	case kind == "write" && try:
-		return etcdlock.NewRWMutex(s, name).TryLock(ctx)
-	case kind == "write":
-		return etcdlock.NewRWMutex(s, name).Lock(ctx)
-	case try:
-		return etcdlock.NewMutex(s, name).TryLock(ctx)
-	}
-	return etcdlock.NewMutex(s, name).Lock(ctx)
+	return acquire.Take(ctx, s, name, acquire.Kind{Name: kind, N: n}, try)
 }
