@@ -53,15 +53,9 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
-	ttl, err := duration("ttl", req.TTL, time.Second, maxTTL)
-	switch {
-	case err != nil:
+	ttl, err := parseTTL(req.TTL)
+	if err != nil {
 		srv.writeError(w, err)
-		return
-	case ttl == 0:
-		ttl = defaultTTL
-	case ttl%time.Second != 0:
-		srv.writeError(w, errorf(codeInvalidArgument, "ttl %v must be whole seconds (etcd's unit)", ttl))
 		return
 	}
 	opts := []etcdlock.SessionOption{etcdlock.WithTTL(ttl), etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs)}

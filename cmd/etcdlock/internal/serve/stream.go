@@ -47,19 +47,28 @@ func (req *holdRequest) parsed() (ttl, wait time.Duration, err error) {
 	if _, err := etcdlock.KeyPrefix(req.Name); err != nil {
 		return 0, 0, err
 	}
-	if ttl, err = duration("ttl", req.TTL, time.Second, maxTTL); err != nil {
+	if ttl, err = parseTTL(req.TTL); err != nil {
 		return 0, 0, err
-	}
-	if ttl == 0 {
-		ttl = defaultTTL
-	}
-	if ttl%time.Second != 0 {
-		return 0, 0, errorf(codeInvalidArgument, "ttl %v must be whole seconds (etcd's unit)", ttl)
 	}
 	if wait, err = duration("wait", req.Wait, 0, maxWait); err != nil {
 		return 0, 0, err
 	}
 	return ttl, wait, checkKind(req.Kind, req.N)
+}
+
+// parseTTL parses a ttl field: whole seconds from 1s to maxTTL, default
+// defaultTTL.
+func parseTTL(s string) (time.Duration, error) {
+	ttl, err := duration("ttl", s, time.Second, maxTTL)
+	switch {
+	case err != nil:
+		return 0, err
+	case ttl == 0:
+		return defaultTTL, nil
+	case ttl%time.Second != 0:
+		return 0, errorf(codeInvalidArgument, "ttl %v must be whole seconds (etcd's unit)", ttl)
+	}
+	return ttl, nil
 }
 
 // holdContext is ctx with the request's identity (if any) on its keys.
@@ -174,19 +183,21 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	flush := func() {
+	say := func(v any) error {
+		err := enc.Encode(v)
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
 		}
+		return err
 	}
-	_ = enc.Encode(first)
-	flush()
+	sayLost := func(cause any) { _ = say(map[string]string{"event": "lost", "cause": fmt.Sprint(cause)}) }
+	_ = say(first)
 	tick := time.NewTicker(min(aliveEvery, s.TTL()/3))
 	defer tick.Stop()
 	// Until the first tick the stream watches only the session (a hold
 	// that short costs no watch); from then on the grant's own key too, so
 	// a break is reported within a tick.
-	var lost <-chan struct{}
+	var gone <-chan struct{}
 	var gctx context.Context
 	for {
 		select {
@@ -196,30 +207,26 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 				if err := end(); err != nil {
 					cause = fmt.Sprintf("the server is stopping: %v", err)
 				}
-				_ = enc.Encode(map[string]string{"event": "lost", "cause": cause})
-				flush()
+				sayLost(cause)
 			}
 			return
 		case <-s.Done():
-			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(s.Err())})
-			flush()
+			sayLost(s.Err())
 			return
-		case <-lost:
-			_ = enc.Encode(map[string]string{"event": "lost", "cause": fmt.Sprint(context.Cause(gctx))})
-			flush()
+		case <-gone:
+			sayLost(context.Cause(gctx))
 			return
 		case <-tick.C:
 			if gctx == nil {
 				gctx = g.ctx()
-				lost = gctx.Done()
+				gone = gctx.Done()
 				if gctx.Err() != nil {
 					continue // report the loss, not a last "alive"
 				}
 			}
-			if err := enc.Encode(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}); err != nil {
+			if say(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}) != nil {
 				return // the client went
 			}
-			flush()
 		}
 	}
 }
