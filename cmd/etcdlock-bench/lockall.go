@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
@@ -80,28 +79,13 @@ func (w *setLimitWorker) release(ctx context.Context) error {
 }
 
 // setEtcd locks 8 concurrency.Mutexes of one session in a row, sorted.
-var setEtcd = contestant{"etcd", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
-	var mu sync.Mutex
-	var sessions []*concurrency.Session
-	return func(lock string, _ int) worker {
-			s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
-			if err != nil {
-				return errWorker{err}
-			}
-			mu.Lock()
-			sessions = append(sessions, s)
-			mu.Unlock()
-			w := &setEtcdWorker{}
-			for _, name := range setNames("/bench-etcd/" + lock) {
-				w.ms = append(w.ms, concurrency.NewMutex(s, name))
-			}
-			return w
-		}, func() {
-			for _, s := range sessions {
-				_ = s.Close()
-			}
-		}, nil
-}}
+var setEtcd = etcdContestant("etcd", func(s *concurrency.Session, lock string) worker {
+	w := &setEtcdWorker{}
+	for _, name := range setNames("/bench-etcd/" + lock) {
+		w.ms = append(w.ms, concurrency.NewMutex(s, name))
+	}
+	return w
+})
 
 type setEtcdWorker struct{ ms []*concurrency.Mutex }
 
@@ -129,24 +113,9 @@ func (w *setEtcdWorker) release(ctx context.Context) error {
 // setOurs takes 8 names on one session per worker: with LockAll (all), in
 // a random order, or with 8 Locks in a row, sorted.
 func setOurs(name string, all bool) contestant {
-	return contestant{name, func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
-		var mu sync.Mutex
-		var sessions []*etcdlock.Session
-		return func(lock string, _ int) worker {
-				s, err := etcdlock.NewSession(ctx, cli)
-				if err != nil {
-					return errWorker{err}
-				}
-				mu.Lock()
-				sessions = append(sessions, s)
-				mu.Unlock()
-				return &setOurWorker{s: s, names: setNames("bench/" + lock), all: all}
-			}, func() {
-				for _, s := range sessions {
-					_ = s.Close()
-				}
-			}, nil
-	}}
+	return oursWith(name, func(s *etcdlock.Session, lock string) worker {
+		return &setOurWorker{s: s, names: setNames("bench/" + lock), all: all}
+	})
 }
 
 type setOurWorker struct {

@@ -243,7 +243,27 @@ var contestants = []contestant{
 	// etcd's and our contestants get a session per worker: a
 	// concurrency.Mutex is owned by its session (workers sharing one would
 	// share the key and all "hold" at once), and ours are measured alike.
-	{"etcd", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
+	etcdContestant("etcd", func(s *concurrency.Session, lock string) worker {
+		return &etcdWorker{m: concurrency.NewMutex(s, "/bench-etcd/"+lock)}
+	}),
+	ours("etcdlock"),
+	ours("etcdlock-nobatch", etcdlock.WithoutBatching()),
+}
+
+// ours is our contestant, with opts on every session; it counts the batch
+// sizes of its writes in batchStatsOf[name].
+func ours(name string, opts ...etcdlock.SessionOption) contestant {
+	stats := &batchStats{sizes: map[int]int64{}}
+	batchStatsOf[name] = stats
+	return oursWith(name, func(s *etcdlock.Session, lock string) worker {
+		return &ourWorker{m: etcdlock.NewMutex(s, "bench/"+lock)}
+	}, append(opts, etcdlock.WithObserver(stats))...)
+}
+
+// etcdContestant gives each worker a concurrency.Session of its own and the
+// worker mk makes on it; close closes the sessions.
+func etcdContestant(name string, mk func(s *concurrency.Session, lock string) worker) contestant {
+	return contestant{name, func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
 		var mu sync.Mutex
 		var sessions []*concurrency.Session
 		return func(lock string, _ int) worker {
@@ -254,23 +274,18 @@ var contestants = []contestant{
 				mu.Lock()
 				sessions = append(sessions, s)
 				mu.Unlock()
-				return &etcdWorker{m: concurrency.NewMutex(s, "/bench-etcd/"+lock)}
+				return mk(s, lock)
 			}, func() {
 				for _, s := range sessions {
 					_ = s.Close()
 				}
 			}, nil
-	}},
-	ours("etcdlock"),
-	ours("etcdlock-nobatch", etcdlock.WithoutBatching()),
+	}}
 }
 
-// ours is our contestant, with opts on every session; it counts the batch
-// sizes of its writes in batchStatsOf[name].
-func ours(name string, opts ...etcdlock.SessionOption) contestant {
-	stats := &batchStats{sizes: map[int]int64{}}
-	batchStatsOf[name] = stats
-	opts = append(opts, etcdlock.WithObserver(stats))
+// oursWith gives each worker an etcdlock session of its own (with opts) and
+// the worker mk makes on it; close closes the sessions.
+func oursWith(name string, mk func(s *etcdlock.Session, lock string) worker, opts ...etcdlock.SessionOption) contestant {
 	return contestant{name, func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
 		var mu sync.Mutex
 		var sessions []*etcdlock.Session
@@ -282,7 +297,7 @@ func ours(name string, opts ...etcdlock.SessionOption) contestant {
 				mu.Lock()
 				sessions = append(sessions, s)
 				mu.Unlock()
-				return &ourWorker{m: etcdlock.NewMutex(s, "bench/"+lock)}
+				return mk(s, lock)
 			}, func() {
 				for _, s := range sessions {
 					_ = s.Close()
