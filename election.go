@@ -59,19 +59,17 @@ func (e *Election) queue(verb string) (queue, error) {
 // used by another kind of recipe, and ErrInvalidName or ErrInvalidArgument
 // for bad input; it leaves no key behind then.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	q, err := e.queue("campaign")
-	if err != nil {
-		return nil, err
-	}
-	w, err := q.acquire(ctx, value, exclusive{})
-	if err != nil {
-		return nil, err
-	}
-	l := &Leadership{g: Lock{w: w}}
-	if !w.sk.uncertain {
-		l.mod = w.rev // the enqueue wrote the key then, with its value
-	}
-	return l, nil
+	return routed(ctx, e.s, e.name, tagElection, "campaign", false, func(q queue) (*Leadership, error) {
+		w, err := q.acquire(ctx, value, exclusive{})
+		if err != nil {
+			return nil, err
+		}
+		l := &Leadership{g: Lock{w: w}}
+		if !w.sk.uncertain {
+			l.mod = w.rev // the enqueue wrote the key then, with its value
+		}
+		return l, nil
+	})
 }
 
 // Leader returns the current leader. It returns an error wrapping ErrNoLeader
@@ -82,6 +80,9 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	q, err := e.queue("leader")
 	if err != nil {
 		return LeaderInfo{}, err
+	}
+	if q.s, _, err = e.s.routeRead(ctx, e.name); err != nil {
+		return LeaderInfo{}, q.errorf(err)
 	}
 	info, _, err := q.leader(ctx, 0)
 	if err != nil {
@@ -116,7 +117,7 @@ func (q queue) leader(ctx context.Context, rev int64) (LeaderInfo, int64, error)
 
 func leaderInfo(kv *mvccpb.KeyValue) LeaderInfo {
 	v := decodeValue(kv.Value)
-	return LeaderInfo{Value: v.Value, Token: Token(kv.CreateRevision), Key: string(kv.Key),
+	return LeaderInfo{Value: v.Value, Token: tokenOf(v.Gen, kv.CreateRevision), Key: string(kv.Key),
 		Identity: v.Identity, Lease: clientv3.LeaseID(kv.Lease)}
 }
 

@@ -60,12 +60,9 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 	out := latest{ch: ch}
 	log := q.s.log.With(zap.String("election", q.name))
 	b := newBackoff(watchFloor, watchCeil)
-	for ctx.Err() == nil && q.s.cli.Ctx().Err() == nil {
-		cur, rev, err := q.leader(ctx, 0)
-		if err == nil {
-			out.publish(cur)
-			err = q.follow(ctx, cur, rev, &out, b)
-		}
+	caller := q.s
+	for ctx.Err() == nil && caller.cli.Ctx().Err() == nil {
+		err := q.observeOnce(ctx, caller, &out, b)
 		if ctx.Err() != nil {
 			return
 		}
@@ -74,6 +71,37 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 			return
 		}
 	}
+}
+
+// observeOnce reads and follows the leader on the session that holds q's
+// name (caller's, or its cluster's on a sharded session) until the follow
+// fails, or the slot map changes (then the name may live elsewhere).
+func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b *backoff) error {
+	s, changed, err := caller.routeRead(ctx, q.name)
+	if err != nil {
+		return err
+	}
+	q.s = s
+	if changed != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			select {
+			case <-changed:
+				cancel()
+			case <-stop:
+			}
+		}()
+	}
+	cur, rev, err := q.leader(ctx, 0)
+	if err != nil {
+		return err
+	}
+	out.publish(cur)
+	return q.follow(ctx, cur, rev, out, b)
 }
 
 // follow watches q from rev + 1 and publishes every change of the leader,

@@ -23,6 +23,7 @@ type allTxn struct {
 	s   *Session
 	qs  []queue
 	sks []slotKey
+	sgs []slotGuard // the slot guard each key was last sent with (sharded)
 	try bool
 	// uncertain: an attempt's outcome is unknown, so it may be applied
 	// (again) later; explain: the Txn also reports, when refused, the keys
@@ -31,7 +32,7 @@ type allTxn struct {
 }
 
 func newAllTxn(qs []queue, try bool, identity string) *allTxn {
-	e := &allTxn{s: qs[0].s, qs: qs, try: try, sks: make([]slotKey, len(qs))}
+	e := &allTxn{s: qs[0].s, qs: qs, try: try, sks: make([]slotKey, len(qs)), sgs: make([]slotGuard, len(qs))}
 	for i, q := range qs {
 		e.sks[i] = q.newKey("").as(identity)
 	}
@@ -102,14 +103,18 @@ var errRefusedAll = errors.New("enqueue refused for no known reason")
 // compares.
 func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse, error) {
 	op := txnOp{dir: e.qs[0].dir, dirs: make([]string, len(e.qs))}
-	var bputs []clientv3.Op
+	var bputs, stampReads []clientv3.Op
 	for i, q := range e.qs {
 		op.dirs[i] = q.dir
 		key := e.sks[i].key
 		bcmp, bput, sent := e.s.book.barrierGuard(q.dir)
 		sents[i] = sent
 		bputs = append(bputs, bput...)
+		e.sgs[i] = q.slotGuard()
+		e.sks[i].gen = e.sgs[i].gen
+		stampReads = append(stampReads, e.sgs[i].read...)
 		op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
+		op.cmps = append(op.cmps, e.sgs[i].cmps...)
 		if e.try {
 			op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
 		} else {
@@ -118,7 +123,7 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		}
 		op.thens = append(op.thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))
 		if e.explain || e.uncertain || e.try {
-			op.elses = append(op.elses, clientv3.OpGet(key, clientv3.WithKeysOnly()),
+			op.elses = append(op.elses, clientv3.OpGet(key),
 				clientv3.OpGet(barrierKey(q.dir, e.s.lease), clientv3.WithKeysOnly()))
 			if e.try {
 				op.elses = append(op.elses, clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...))
@@ -126,6 +131,9 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		}
 	}
 	op.thens = append(op.thens, bputs...)
+	if op.elses != nil {
+		op.elses = append(op.elses, stampReads...) // after every name's own reads
+	}
 	return e.s.book.commit(ctx, e.uncertain, op)
 }
 
@@ -177,7 +185,7 @@ func (e *allTxn) refused(ctx context.Context, resp *clientv3.TxnResponse, sents 
 	for i := range e.qs {
 		if mine := resp.Responses[i*en].GetResponseRange().Kvs; len(mine) > 0 {
 			if e.uncertain {
-				return e.adopt(mine[0].CreateRevision), nil, false, nil
+				return e.adopt(resp, mine[0].CreateRevision), nil, false, nil
 			}
 			e.qs[i].drop(e.sks[i]) // never expected: leave it to the reaper
 			e.sks[i] = e.qs[i].newKey("").as(e.sks[i].identity)
@@ -191,6 +199,16 @@ func (e *allTxn) refused(ctx context.Context, resp *clientv3.TxnResponse, sents 
 			return nil, nil, false, err
 		}
 		again = again || moved
+	}
+	for i, q := range e.qs {
+		if again {
+			break
+		}
+		moved, err := e.sgs[i].refused(q, stampOf(resp, len(e.qs)*en+i))
+		if err != nil {
+			return nil, nil, false, err // errSlotMoved: enqueue gives the keys up
+		}
+		again = moved
 	}
 	if again {
 		return nil, nil, false, nil
@@ -207,10 +225,15 @@ func (e *allTxn) refused(ctx context.Context, resp *clientv3.TxnResponse, sents 
 	return nil, nil, false, errRefusedAll
 }
 
-// adopt returns the waiters of an earlier attempt that was applied at rev.
-func (e *allTxn) adopt(rev int64) []*waiter {
+// adopt returns the waiters of an earlier attempt that was applied at rev,
+// each under the generation its key was written with (resp's Else reads).
+func (e *allTxn) adopt(resp *clientv3.TxnResponse, rev int64) []*waiter {
+	_, en := e.stride()
 	ws := make([]*waiter, len(e.qs))
 	for i, q := range e.qs {
+		if mine := resp.Responses[i*en].GetResponseRange().Kvs; len(mine) > 0 {
+			e.sks[i].gen = decodeValue(mine[0].Value).Gen
+		}
 		ws[i] = q.newWaiter(e.sks[i], rev)
 	}
 	return ws

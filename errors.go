@@ -56,6 +56,14 @@ var (
 	// Locks.Context, the context Run and RunOnce hand to fn, or a context
 	// derived from them): it could only wait behind the caller's own grant.
 	ErrWouldDeadlock = errors.New("etcdlock: would deadlock")
+	// ErrMoveInProgress is returned by MoveSlot when the slot is already
+	// being moved by another call (or a call that stopped before it
+	// finished: resume it with MoveOptions.Resume).
+	ErrMoveInProgress = errors.New("etcdlock: move in progress")
+	// ErrTokenOverflow is returned by an acquisition of a sharded session on
+	// a cluster whose revision is past MaxRevision: its token could not
+	// carry the generation. Nothing is held then.
+	ErrTokenOverflow = errors.New("etcdlock: token overflow")
 )
 
 // Error is the error of an operation of the package: on a named lock,

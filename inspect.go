@@ -52,6 +52,12 @@ type LockState struct {
 	Holders  []Entry // every current holder, lowest token first
 	Waiters  []Entry // in grant order
 	Revision int64   // the etcd revision this state was read at
+	// Where the name lives, set by Shards.Describe and Shards.List (zero
+	// for one cluster): its cluster, its slot, and the generation of the
+	// slot's stamp there (the generation its new grants' tokens carry).
+	Cluster    string
+	Slot       int
+	Generation int64
 }
 
 // Describe reads the holders and waiters of name in one linearizable read.
@@ -153,7 +159,7 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 		kind, mode := kindOfTag(pk.tag)
 		v := decodeValue(kv.Value)
 		e := Entry{
-			Key: string(kv.Key), Token: Token(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
+			Key: string(kv.Key), Token: tokenOf(v.Gen, kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
 			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
 			Enqueued: v.enqueued(), Granted: v.stamped(), LockDelay: v.lockDelay(),
 		}

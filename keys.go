@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -209,12 +210,16 @@ type keyValue struct {
 	At       int64  `json:"at,omitempty"`
 	Granted  int64  `json:"granted,omitempty"`
 	Delay    int64  `json:"delay,omitempty"`
+	// Gen is the generation of the slot the key was created under (0: a
+	// cluster that is not sharded); its token is Gen<<GenerationShift |
+	// its create revision.
+	Gen int64 `json:"gen,omitempty"`
 }
 
 // encodeValue returns the stored form of a key's value; a zero granted is
 // left out.
-func encodeValue(identity, value string, at, granted time.Time, delay time.Duration) string {
-	kv := keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli(), Delay: delay.Milliseconds()}
+func encodeValue(identity, value string, at, granted time.Time, delay time.Duration, gen int64) string {
+	kv := keyValue{V: 1, Identity: identity, Value: value, At: at.UnixMilli(), Delay: delay.Milliseconds(), Gen: gen}
 	if !granted.IsZero() {
 		kv.Granted = granted.UnixMilli()
 	}
@@ -239,6 +244,11 @@ func unixMilli(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
+}
+
+// keyToken returns the fencing token of a queue key as read from etcd.
+func keyToken(kv *mvccpb.KeyValue) Token {
+	return tokenOf(decodeValue(kv.Value).Gen, kv.CreateRevision)
 }
 
 func decodeValue(b []byte) keyValue {

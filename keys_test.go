@@ -29,11 +29,11 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatal("team prefix")
 	}
 	at := time.Date(2026, 12, 2, 5, 0, 0, 123456789, time.UTC)
-	if v := decodeValue([]byte(encodeValue("host/1", "v\"x", at, time.Time{}, 0))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" ||
+	if v := decodeValue([]byte(encodeValue("host/1", "v\"x", at, time.Time{}, 0, 0))); v.V != 1 || v.Identity != "host/1" || v.Value != "v\"x" ||
 		!v.enqueued().Equal(at.Truncate(time.Millisecond)) {
 		t.Fatalf("value round trip: %+v", v)
 	}
-	if got := encodeValue("i", "", at, time.Time{}, 0); got != `{"v":1,"identity":"i","at":1796187600123}` {
+	if got := encodeValue("i", "", at, time.Time{}, 0, 0); got != `{"v":1,"identity":"i","at":1796187600123}` {
 		t.Fatalf("value %s", got)
 	}
 	if v := decodeValue([]byte(`{"v":1,"identity":"i","value":""}`)); !v.enqueued().IsZero() {

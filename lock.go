@@ -21,8 +21,10 @@ type Lock struct {
 	unlockErr  error
 }
 
-// Token returns the grant's fencing token: the create revision of its key.
-func (l *Lock) Token() Token { return Token(l.w.rev) }
+// Token returns the grant's fencing token: the create revision of its key,
+// with the generation of its cluster above bit GenerationShift on a sharded
+// session (0 otherwise).
+func (l *Lock) Token() Token { return l.w.token() }
 
 // Key returns the grant's etcd key.
 func (l *Lock) Key() string { return l.w.key }

@@ -5,6 +5,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -16,6 +17,11 @@ import (
 // anything is written; a server configured with a lower limit refuses the
 // Txn whole, which fails the same way, with nothing written.
 const MaxLockAllNames = 42
+
+// MaxShardedLockAllNames is MaxLockAllNames on a sharded session, whose
+// Txn also compares and reads each name's slot stamp: four operations per
+// name in a branch.
+const MaxShardedLockAllNames = 32
 
 // LockAll takes the mutexes called names on session s together and returns
 // when every one is granted. Their keys are enqueued in one etcd
@@ -52,6 +58,8 @@ func lockAllQueues(s *Session, names []string) ([]queue, error) {
 		return nil, fmt.Errorf("%w: no names", ErrInvalidArgument)
 	case len(names) > MaxLockAllNames:
 		return nil, fmt.Errorf("%w: %d names, more than %d (MaxLockAllNames)", ErrInvalidArgument, len(names), MaxLockAllNames)
+	case s.shards != nil && len(names) > MaxShardedLockAllNames:
+		return nil, fmt.Errorf("%w: %d names, more than %d on a sharded session (MaxShardedLockAllNames)", ErrInvalidArgument, len(names), MaxShardedLockAllNames)
 	}
 	qs := make([]queue, len(names))
 	seen := make(map[string]bool, len(names))
@@ -71,11 +79,40 @@ func lockAllQueues(s *Session, names []string) ([]queue, error) {
 
 // lockAll is the frame of LockAll and TryLockAll, as queue.acquisition is
 // of one name's.
-func lockAll(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, err error) {
+func lockAll(ctx context.Context, s *Session, names []string, try bool) (*Locks, error) {
+	for {
+		ls, err := lockAllOnce(ctx, s, names, try)
+		if !errors.Is(err, errSlotMoved) {
+			return ls, err
+		}
+	}
+}
+
+// routeAll puts every queue of qs on the session that holds its name (see
+// routed); on a sharded session they must all be on one cluster.
+func routeAll(ctx context.Context, s *Session, qs []queue, try bool) error {
+	for i := range qs {
+		cs, err := s.route(ctx, qs[i].name, try)
+		if err != nil {
+			return qs[i].errorf(err)
+		}
+		if qs[i].s = cs; cs != qs[0].s {
+			return qs[i].errorf(fmt.Errorf("%w: the names live on different clusters (%s, %s): give them one shard key, as in \"{team}/a\" and \"{team}/b\"",
+				ErrInvalidArgument, qs[0].s.shard.id, cs.shard.id))
+		}
+	}
+	return nil
+}
+
+func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, err error) {
 	qs, err := lockAllQueues(s, names)
 	if err != nil {
 		return nil, allError(err)
 	}
+	if err := routeAll(ctx, s, qs, try); err != nil {
+		return nil, allError(err)
+	}
+	s = qs[0].s
 	start := time.Now()
 	var ws []*waiter
 	defer func() {
@@ -99,8 +136,15 @@ func lockAll(ctx context.Context, s *Session, names []string, try bool) (ls *Loc
 	defer done()
 	ws, err = acquireAll(opCtx, qs, try)
 	if err == nil {
-		// No grant after the caller gave up (queue.grant).
-		if err = s.wanted(ctx); err != nil {
+		// No grant after the caller gave up, nor past the token space
+		// (queue.grant).
+		err = s.wanted(ctx)
+		for _, w := range ws {
+			if err == nil {
+				err = checkTokenSpace(w.sk.gen, w.rev)
+			}
+		}
+		if err != nil {
 			abandonAll(ws, err)
 		}
 	}

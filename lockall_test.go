@@ -52,11 +52,11 @@ func TestLockDelayOption(t *testing.T) {
 			t.Errorf("WithLockDelay(%v): delay %v, err %v", tc.d, o.lockDelay, o.err)
 		}
 	}
-	v := decodeValue([]byte(encodeValue("i", "", time.Now(), time.Time{}, 2500*time.Millisecond)))
+	v := decodeValue([]byte(encodeValue("i", "", time.Now(), time.Time{}, 2500*time.Millisecond, 0)))
 	if v.lockDelay() != 2500*time.Millisecond {
 		t.Fatalf("lock-delay read back as %v", v.lockDelay())
 	}
-	if v := decodeValue([]byte(encodeValue("i", "", time.Now(), time.Time{}, 0))); v.Delay != 0 || v.lockDelay() != 0 {
+	if v := decodeValue([]byte(encodeValue("i", "", time.Now(), time.Time{}, 0, 0))); v.Delay != 0 || v.lockDelay() != 0 {
 		t.Fatalf("no delay read back as %v", v.lockDelay())
 	}
 }

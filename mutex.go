@@ -40,20 +40,16 @@ func (m *Mutex) Name() string { return m.name }
 // cluster answers. Watch failures and etcd leader elections never cost a
 // waiter its place.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
-	q, err := newQueue(m.s, m.name, tagMutex, "lock")
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.acquire(ctx, "", exclusive{}))
+	return asLock(routed(ctx, m.s, m.name, tagMutex, "lock", false, func(q queue) (*waiter, error) {
+		return q.acquire(ctx, "", exclusive{})
+	}))
 }
 
 // TryLock takes the lock only if nobody holds it or waits for it, in one
 // round trip. It returns an error wrapping ErrLocked at once otherwise, and
 // writes nothing then. Other errors are those of Lock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
-	q, err := newQueue(m.s, m.name, tagMutex, "lock")
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.tryEnqueue(ctx, ""))
+	return asLock(routed(ctx, m.s, m.name, tagMutex, "lock", true, func(q queue) (*waiter, error) {
+		return q.tryEnqueue(ctx, "")
+	}))
 }

@@ -135,7 +135,7 @@ func (q queue) finishAcquire(start time.Time, w *waiter, err error) {
 	kind, mode := kindOfTag(q.tag)
 	ev := AcquireEvent{Kind: kind, Mode: mode, Name: q.name, Result: result(err), Wait: time.Since(start), Err: err}
 	if w != nil {
-		ev.Token = Token(w.rev)
+		ev.Token = w.token()
 	}
 	q.s.observer().Acquired(ev)
 	if err != nil {

@@ -20,7 +20,8 @@ type sessionOptions struct {
 	renew      time.Duration // 0: TTL/3
 	observer   Observer
 	lockDelay  time.Duration
-	err        error // the first invalid option
+	tune       *tuning // nil: the session's own (a sharded session's sessions share its)
+	err        error   // the first invalid option
 }
 
 func (o *sessionOptions) fail(err error) {

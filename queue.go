@@ -57,6 +57,9 @@ type slotKey struct {
 	// identity, when set (WithHolderIdentity), is stored with the key
 	// instead of the session's.
 	identity string
+	// gen is the generation of the name's slot the key is written under
+	// (0 on a cluster that is not sharded); set before each write.
+	gen int64
 	// uncertain: a write of this key had an unknown outcome, so it may be
 	// applied (again) later; the slot is reused only once the reaper made
 	// sure it cannot (gone).
@@ -142,10 +145,15 @@ func (s *Session) wanted(ctx context.Context) error {
 	return s.live()
 }
 
-// grant returns w unless ctx or the session ended first: no grant after the
-// caller gave up. The key is removed then.
+// grant returns w unless ctx or the session ended first (no grant after the
+// caller gave up), or its token cannot carry its generation
+// (ErrTokenOverflow). The key is removed then.
 func (q queue) grant(ctx context.Context, w *waiter) (*waiter, error) {
-	if err := q.s.wanted(ctx); err != nil {
+	err := q.s.wanted(ctx)
+	if err == nil {
+		err = checkTokenSpace(w.sk.gen, w.rev)
+	}
+	if err != nil {
 		w.abandon(err)
 		return nil, q.errorf(err)
 	}
@@ -202,16 +210,18 @@ func (q queue) retryUnknown(ctx context.Context, sk *slotKey, b *backoff, err er
 
 // resolveRefusal handles the Else branch of a key-creating Txn whose compares
 // failed: mine is what it read of the key, barrier what it read of the
-// session's barrier. It returns a waiter when an earlier attempt of this
+// session's barrier, stamp what it read of the slot's stamp (sharded
+// sessions; errSlotMoved when the slot is no longer active here). It returns a waiter when an earlier attempt of this
 // acquisition created the key; again when the Txn must be sent again at once
 // (the barrier moved, or a key of this name outlived its acquisition and sk
 // now names another slot); neither when the caller's own compares refused
 // it; or the error of a barrier request.
-func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine, barrier []*mvccpb.KeyValue) (w *waiter, again bool, err error) {
+func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, sg slotGuard, mine, barrier, stamp []*mvccpb.KeyValue) (w *waiter, again bool, err error) {
 	if len(mine) > 0 {
 		if sk.uncertain {
 			// An earlier attempt of this acquisition was applied (the slot's
-			// name is nobody else's).
+			// name is nobody else's), under the generation it wrote.
+			sk.gen = decodeValue(mine[0].Value).Gen
 			return q.newWaiter(*sk, mine[0].CreateRevision), false, nil
 		}
 		// Never expected: a key of this name that outlived its acquisition.
@@ -223,7 +233,12 @@ func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, mine
 	// The barrier moved (the reaper retired writes of the session): this
 	// attempt wrote nothing.
 	moved, err := q.s.book.barrierMoved(ctx, q.dir, sent, barrier)
-	return nil, moved, err
+	if moved || err != nil {
+		return nil, moved, err
+	}
+	// Or the slot's stamp moved (a move froze it, or raised its generation).
+	again, err = sg.refused(q, stamp)
+	return nil, again, err
 }
 
 // enqueue puts a new key at the end of the queue in one Txn that also returns
@@ -246,9 +261,11 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 			return nil, nil, false, err
 		}
 		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
-		resp, err := e.send(ctx, bcmp, bput)
+		sg := q.slotGuard()
+		e.sk.gen = sg.gen
+		resp, err := e.send(ctx, append(sg.cmps, bcmp), bput, sg.read)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
-			w, ahead, known, aerr := e.answered(ctx, resp, sent)
+			w, ahead, known, aerr := e.answered(ctx, resp, sent, sg)
 			if w != nil {
 				return w, ahead, known, nil
 			}
@@ -282,14 +299,14 @@ type enqueueTxn struct {
 	explain bool
 }
 
-func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp, bput []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (e *enqueueTxn) send(ctx context.Context, guards []clientv3.Cmp, bput, stampRead []clientv3.Op) (*clientv3.TxnResponse, error) {
 	q := e.q
 	op := txnOp{dir: q.dir,
-		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0), bcmp},
+		cmps: append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0)}, guards...),
 		thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
 			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...)}
 	if e.explain || e.sk.uncertain {
-		op.elses = []clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}
+		op.elses = append([]clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)
 	}
 	return q.s.book.commit(ctx, e.sk.uncertain, op)
 }
@@ -298,7 +315,7 @@ func (e *enqueueTxn) send(ctx context.Context, bcmp clientv3.Cmp, bput []clientv
 // it found applied), with the keys ahead when it learned them (known); no
 // waiter and no error when the Txn must be sent again; or the error of a
 // barrier request.
-func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, sent int64) (*waiter, []*mvccpb.KeyValue, bool, error) {
+func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, sent int64, sg slotGuard) (*waiter, []*mvccpb.KeyValue, bool, error) {
 	if resp.Succeeded {
 		if sent == 0 {
 			e.q.s.book.learnBarrier(e.q.dir, resp.Header.Revision) // created with the key
@@ -311,7 +328,7 @@ func (e *enqueueTxn) answered(ctx context.Context, resp *clientv3.TxnResponse, s
 		e.explain = true // sent without Else: ask again, with it
 		return nil, nil, false, nil
 	}
-	w, _, err := e.q.resolveRefusal(ctx, &e.sk, sent,
-		resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	w, _, err := e.q.resolveRefusal(ctx, &e.sk, sent, sg,
+		resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, stampOf(resp, 2))
 	return w, nil, false, err
 }

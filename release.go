@@ -140,6 +140,6 @@ func (w *waiter) reportEnd(kind, mode string, logAt func(lvl zapcore.Level, msg 
 		default:
 			logAt(zap.WarnLevel, "lock lost", zap.Duration("held", held), zap.NamedError("cause", cause))
 		}
-		w.q.s.observer().Released(ReleaseEvent{Kind: kind, Mode: mode, Name: w.q.name, Token: Token(w.rev), Held: held, Cause: cause})
+		w.q.s.observer().Released(ReleaseEvent{Kind: kind, Mode: mode, Name: w.q.name, Token: w.token(), Held: held, Cause: cause})
 	})
 }

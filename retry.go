@@ -94,7 +94,7 @@ func classify(err error) outcome {
 		return applied
 	case isLeaseNotFound(err):
 		return leaseGone
-	case permanent(err):
+	case permanent(err), errors.Is(err, errSlotMoved):
 		return refused
 	}
 	return unknown

@@ -42,38 +42,32 @@ func (m *RWMutex) Lock(ctx context.Context) (*Lock, error) {
 }
 
 func (m *RWMutex) acquire(ctx context.Context, tag string, pol policy) (*Lock, error) {
-	q, err := newQueue(m.s, m.name, tag, "lock")
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.acquire(ctx, "", pol))
+	return asLock(routed(ctx, m.s, m.name, tag, "lock", false, func(q queue) (*waiter, error) {
+		return q.acquire(ctx, "", pol)
+	}))
 }
 
 // TryRLock takes a shared grant only if no writer holds or waits, in one
 // round trip; otherwise it returns an error wrapping ErrLocked and writes
 // nothing.
 func (m *RWMutex) TryRLock(ctx context.Context) (*Lock, error) {
-	q, err := newQueue(m.s, m.name, tagReader, "lock")
-	if err != nil {
-		return nil, err
-	}
-	// Only readers may be queued: nothing before "r/" and nothing after it.
-	readers := q.dir + tagReader + "/"
-	return asLock(q.tryEnqueueIf(ctx, "",
-		clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithRange(readers),
-		clientv3.Compare(clientv3.CreateRevision(clientv3.GetPrefixRangeEnd(readers)), "=", 0).
-			WithRange(clientv3.GetPrefixRangeEnd(q.dir))))
+	return asLock(routed(ctx, m.s, m.name, tagReader, "lock", true, func(q queue) (*waiter, error) {
+		// Only readers may be queued: nothing before "r/" and nothing after it.
+		readers := q.dir + tagReader + "/"
+		return q.tryEnqueueIf(ctx, "",
+			clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithRange(readers),
+			clientv3.Compare(clientv3.CreateRevision(clientv3.GetPrefixRangeEnd(readers)), "=", 0).
+				WithRange(clientv3.GetPrefixRangeEnd(q.dir)))
+	}))
 }
 
 // TryLock takes an exclusive grant only if nobody holds or waits, in one
 // round trip; otherwise it returns an error wrapping ErrLocked and writes
 // nothing.
 func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
-	q, err := newQueue(m.s, m.name, tagWriter, "lock")
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.tryEnqueue(ctx, ""))
+	return asLock(routed(ctx, m.s, m.name, tagWriter, "lock", true, func(q queue) (*waiter, error) {
+		return q.tryEnqueue(ctx, "")
+	}))
 }
 
 // readerPolicy grants a reader when no writer is ahead of it, and watches the

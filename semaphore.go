@@ -39,15 +39,13 @@ func (m *Semaphore) Name() string { return m.name }
 // Size returns n, the most holders at once.
 func (m *Semaphore) Size() int { return m.n }
 
-func (m *Semaphore) queue() (queue, error) {
-	q, err := newQueue(m.s, m.name, "s"+strconv.Itoa(m.n), "acquire")
-	if err != nil {
-		return q, err
-	}
+// routed runs op on the semaphore's queue (see routed), after checking n.
+func (m *Semaphore) routed(ctx context.Context, try bool, op func(queue) (*waiter, error)) (*Lock, error) {
+	tag := "s" + strconv.Itoa(m.n)
 	if m.n < 1 {
-		return q, q.errorf(fmt.Errorf("%w: semaphore size %d < 1", ErrInvalidArgument, m.n))
+		return nil, newError("acquire", m.name, fmt.Errorf("%w: semaphore size %d < 1", ErrInvalidArgument, m.n))
 	}
-	return q, nil
+	return asLock(routed(ctx, m.s, m.name, tag, "acquire", try, op))
 }
 
 // Acquire waits, in FIFO order, until fewer than n grants are held ahead of
@@ -55,11 +53,9 @@ func (m *Semaphore) queue() (queue, error) {
 // ErrKindMismatch when the name is used with another size or another kind of
 // recipe. A failed Acquire leaves no key behind.
 func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
-	q, err := m.queue()
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.acquire(ctx, "", counting{n: int64(m.n)}))
+	return m.routed(ctx, false, func(q queue) (*waiter, error) {
+		return q.acquire(ctx, "", counting{n: int64(m.n)})
+	})
 }
 
 // TryAcquire takes a grant only if fewer than n keys (holders or waiters)
@@ -67,11 +63,9 @@ func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 // nothing then. It costs two round trips: a read, then a write guarded by
 // "nothing joined since".
 func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
-	q, err := m.queue()
-	if err != nil {
-		return nil, err
-	}
-	return asLock(q.tryEnqueueCounting(ctx, int64(m.n)))
+	return m.routed(ctx, true, func(q queue) (*waiter, error) {
+		return q.tryEnqueueCounting(ctx, int64(m.n))
+	})
 }
 
 // counting is the Semaphore policy: granted with fewer than n keys ahead;

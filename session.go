@@ -38,6 +38,12 @@ type Session struct {
 	keeper   *keeper
 	tune     *tuning
 	book     *keyBook // its keys and requests (book.go)
+	// shards is set on a sharded session (NewShardedSession), which holds
+	// no lease: its acquisitions go to its sessions on each cluster.
+	shards *shardSet
+	// shard is set on a sharded session's session of one cluster: the
+	// stamps of that cluster's slots (slotguard.go).
+	shard *clusterSlots
 	// root is the caller's session that a Run opened this one to replace
 	// (set by Run before first use); nil otherwise (see origin).
 	root   *Session
@@ -112,8 +118,11 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		ttl:      ttl,
 		identity: o.identity,
 		opts:     o,
-		tune:     defaultTuning(),
+		tune:     o.tune,
 		log:      o.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(g.id))), zap.String("identity", o.identity)),
+	}
+	if s.tune == nil {
+		s.tune = defaultTuning()
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
 	s.book = newKeyBook(s)
@@ -155,7 +164,7 @@ func (s *Session) value(sk slotKey, granted time.Time) string {
 	if sk.identity != "" {
 		id = sk.identity
 	}
-	return encodeValue(id, sk.value, sk.at, granted, s.opts.lockDelay)
+	return encodeValue(id, sk.value, sk.at, granted, s.opts.lockDelay, sk.gen)
 }
 
 // Client returns the client the session was made with.
@@ -329,6 +338,10 @@ func (s *Session) goRun(f func()) bool {
 // and returns nil (a revoke that does not finish is logged). Later calls
 // return the first call's result.
 func (s *Session) Close() error {
+	if s.shards != nil {
+		s.closeOnce.Do(func() { s.closeErr = s.closeSharded() })
+		return s.closeErr
+	}
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		wasLive := s.Err() == nil

@@ -51,7 +51,7 @@ func initKeyHooks() {
 	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
 	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
 	testhook.EncodeValue = func(identity, value string, at, granted time.Time) string {
-		return encodeValue(identity, value, at, granted, 0)
+		return encodeValue(identity, value, at, granted, 0, 0)
 	}
 	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
 	testhook.BarrierGuard = func(s any, dir string) clientv3.Cmp {

@@ -113,7 +113,9 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 	b := newBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
-		resp, err := q.tryTxn(ctx, sk, append(slices.Clip(cmps), bcmp), bput, retry)
+		sg := q.slotGuard()
+		sk.gen = sg.gen
+		resp, err := q.tryTxn(ctx, sk, append(append(slices.Clip(cmps), sg.cmps...), bcmp), bput, sg.read, retry)
 		if err = q.s.runHook(hookEnqueued, err); err == nil {
 			if resp.Succeeded {
 				if sent == 0 {
@@ -121,8 +123,8 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 				}
 				return q.newWaiter(sk, resp.Header.Revision), nil, nil
 			}
-			w, again, serr := q.resolveRefusal(ctx, &sk, sent,
-				resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
+			w, again, serr := q.resolveRefusal(ctx, &sk, sent, sg,
+				resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs, stampOf(resp, 3))
 			switch {
 			case w != nil:
 				return w, nil, nil
@@ -156,11 +158,11 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 
 // tryTxn sends one attempt of tryPut's Txn: put key if every cmp holds and
 // the key is new; else read the queue's first key, the key and the barrier.
-func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
+func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput, stampRead []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
 	return q.s.book.commit(ctx, retry, txnOp{dir: q.dir,
 		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
 		thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
-		elses: []clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
-			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}})
+		elses: append([]clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
+			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)})
 }

@@ -14,6 +14,9 @@ func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecon
 // acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
 // session is lost at that moment unless a later keepalive is acknowledged.
 func (s *Session) ValidUntil() time.Time {
+	if s.shards != nil {
+		return s.shardedValidUntil()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.validMono
@@ -22,6 +25,9 @@ func (s *Session) ValidUntil() time.Time {
 // live returns nil while the session is live and its validity clock (both
 // monotonic and wall) is ahead; else the error that ended it.
 func (s *Session) live() error {
+	if s.shards != nil {
+		return s.Err() // its cluster sessions have the clocks
+	}
 	s.mu.Lock()
 	err := s.err
 	now := time.Now()

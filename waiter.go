@@ -54,6 +54,9 @@ type waiter struct {
 	freeOnce    sync.Once
 }
 
+// token is the waiter's fencing token.
+func (w *waiter) token() Token { return tokenOf(w.sk.gen, w.rev) }
+
 // free releases the waiter's slot once its key is gone.
 func (w *waiter) free() {
 	w.freeOnce.Do(func() {

@@ -1,0 +1,244 @@
+package etcdlock
+
+// This file holds what operators do to a sharded deployment besides moving
+// slots (move.go): create it, add a cluster, raise a cluster's generation.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// CreateShards makes root the root of a sharded deployment over clusters
+// (id to endpoints; root may be one of them). It records each cluster,
+// gives each generation 1 (or one above what it had), stamps each its
+// slots active (the slots are spread in equal runs over the clusters in
+// id order), and then writes the slot map. Before the map exists no
+// sharded session routes anywhere, so the order is safe. It returns an
+// error wrapping ErrInvalidArgument, with nothing written, when root
+// already holds a slot map, for no clusters, a bad id or no endpoints;
+// and a request's error otherwise (run it again: every step before the
+// map is repeatable). dial makes each cluster's client (nil: the default,
+// see WithDialer).
+func CreateShards(ctx context.Context, root *clientv3.Client, clusters map[string][]string, dial Dialer) error {
+	if err := checkCreate(ctx, root, clusters); err != nil {
+		return newError("create shards", "", err)
+	}
+	if dial == nil {
+		dial = defaultDialer
+	}
+	ids := make([]string, 0, len(clusters))
+	for id := range clusters {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	m := &slotMap{}
+	for s := range m.owner {
+		m.owner[s] = ids[s*len(ids)/NumSlots]
+	}
+	for _, id := range ids {
+		if err := createMember(ctx, root, id, clusters[id], m.slotsOf(id), dial); err != nil {
+			return newError("create shards", "", fmt.Errorf("cluster %s: %w", id, err))
+		}
+	}
+	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(mapKey), "=", 0)).
+		Then(clientv3.OpPut(mapKey, m.encode())).Commit()
+	if err != nil {
+		return newError("create shards", "", ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		return newError("create shards", "", fmt.Errorf("%w: the root already holds a slot map (made meanwhile)", ErrInvalidArgument))
+	}
+	return nil
+}
+
+func checkCreate(ctx context.Context, root *clientv3.Client, clusters map[string][]string) error {
+	if root == nil || len(clusters) == 0 {
+		return fmt.Errorf("%w: nil root client or no clusters", ErrInvalidArgument)
+	}
+	for id, eps := range clusters {
+		if err := validateClusterID(id); err != nil {
+			return err
+		}
+		if len(eps) == 0 {
+			return fmt.Errorf("%w: cluster %s has no endpoints", ErrInvalidArgument, id)
+		}
+	}
+	resp, err := root.Get(ctx, mapKey, clientv3.WithCountOnly())
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	if resp.Count > 0 {
+		return fmt.Errorf("%w: the root already holds a slot map", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// createMember records cluster id on root, raises its generation and
+// stamps slots active on it.
+func createMember(ctx context.Context, root *clientv3.Client, id string, eps []string, slots []int, dial Dialer) error {
+	rec, _ := json.Marshal(Cluster{Endpoints: eps})
+	if _, err := root.Put(ctx, clusterKey(id), string(rec)); err != nil {
+		return ctxErr(ctx, err)
+	}
+	cli, err := dial(ctx, id, eps)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	g, err := raiseGeneration(ctx, root, id, cli, 0)
+	if err != nil {
+		return err
+	}
+	st := slotStamp{State: stampActive, Gen: g}.encode()
+	for len(slots) > 0 {
+		n := min(len(slots), 100)
+		ops := make([]clientv3.Op, n)
+		for i, s := range slots[:n] {
+			ops[i] = clientv3.OpPut(stampKey(s), st)
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return ctxErr(ctx, err)
+		}
+		slots = slots[n:]
+	}
+	return nil
+}
+
+// raiseGeneration gives cluster id (cli its client) a generation above
+// every generation the root records for any cluster, above its own, and
+// above floor, recording it in the root before the cluster's own key; and
+// returns it. Every raise goes through here, so the root's records bound
+// every generation any cluster has.
+func raiseGeneration(ctx context.Context, root *clientv3.Client, id string, cli *clientv3.Client, floor int64) (int64, error) {
+	for {
+		recs, err := root.Get(ctx, clusterKeyPrefix, clientv3.WithPrefix())
+		if err != nil {
+			return 0, ctxErr(ctx, err)
+		}
+		top, rec, recMod := floor, Cluster{}, int64(0)
+		for _, kv := range recs.Kvs {
+			var c Cluster
+			if err := json.Unmarshal(kv.Value, &c); err != nil {
+				return 0, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, kv.Key, err)
+			}
+			top = max(top, c.Generation)
+			if string(kv.Key) == clusterKey(id) {
+				rec, recMod = c, kv.ModRevision
+			}
+		}
+		if recMod == 0 {
+			return 0, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+		}
+		own, ownMod, err := readGeneration(ctx, cli)
+		if err != nil {
+			return 0, err
+		}
+		g := max(top, own) + 1
+		if g > maxGeneration {
+			return 0, fmt.Errorf("%w: generation %d is past %d", ErrTokenOverflow, g, int64(maxGeneration))
+		}
+		rec.Generation = g
+		b, _ := json.Marshal(rec)
+		resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", recMod)).
+			Then(clientv3.OpPut(clusterKey(id), string(b))).Commit()
+		if err != nil {
+			return 0, ctxErr(ctx, err)
+		}
+		if !resp.Succeeded {
+			continue
+		}
+		resp, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(generationKey), "=", ownMod)).
+			Then(clientv3.OpPut(generationKey, strconv.FormatInt(g, 10))).Commit()
+		if err != nil {
+			return 0, ctxErr(ctx, err)
+		}
+		if resp.Succeeded {
+			return g, nil
+		}
+	}
+}
+
+// readGeneration reads a member cluster's generation (0 when it has none)
+// and its key's mod revision.
+func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, err error) {
+	resp, err := cli.Get(ctx, generationKey)
+	if err != nil {
+		return 0, 0, ctxErr(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, 0, nil
+	}
+	gen, err = strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: generation %q: %v", ErrInvalidArgument, resp.Kvs[0].Value, err)
+	}
+	return gen, resp.Kvs[0].ModRevision, nil
+}
+
+// RaiseGeneration raises the generation of member cluster id above every
+// generation any cluster has had, and re-stamps its active slots with it,
+// so every token it grants from then on is above every token it, or any
+// cluster, granted before. Run it after restoring the cluster from a
+// snapshot: its revisions then start again below ones it had granted, and
+// without the raise its tokens would go back. A write sent under an old
+// stamp fails its compare and is sent again under the new one. It returns
+// the new generation; an error wrapping ErrInvalidArgument for an unknown
+// id; and a request's error otherwise (run it again: a second raise is
+// harmless).
+func (r *Shards) RaiseGeneration(ctx context.Context, id string) (int64, error) {
+	cli, err := r.Client(ctx, id)
+	if err != nil {
+		return 0, newError("raise generation", "", err)
+	}
+	g, err := raiseGeneration(ctx, r.root, id, cli, 0)
+	if err != nil {
+		return 0, newError("raise generation", "", err)
+	}
+	resp, err := cli.Get(ctx, stampKeyPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, newError("raise generation", "", ctxErr(ctx, err))
+	}
+	for _, kv := range resp.Kvs {
+		st := decodeStamp([]*mvccpb.KeyValue{kv})
+		if !st.active() {
+			continue
+		}
+		st.Gen = g
+		// Only while still active: a move may freeze it meanwhile.
+		_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(string(kv.Key), st.encode())).Commit()
+		if err != nil {
+			return 0, newError("raise generation", "", ctxErr(ctx, err))
+		}
+	}
+	return g, nil
+}
+
+// AddCluster records a new member cluster on root, with no slots (move
+// some to it with MoveSlot). It returns an error wrapping
+// ErrInvalidArgument for a bad id, no endpoints, or an id already
+// recorded, and the request's error otherwise.
+func AddCluster(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("add cluster", "", err)
+	}
+	if root == nil || len(endpoints) == 0 {
+		return newError("add cluster", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	}
+	rec, _ := json.Marshal(Cluster{Endpoints: endpoints})
+	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(clusterKey(id)), "=", 0)).
+		Then(clientv3.OpPut(clusterKey(id), string(rec))).Commit()
+	if err != nil {
+		return newError("add cluster", "", ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		return newError("add cluster", "", fmt.Errorf("%w: cluster %s is recorded already", ErrInvalidArgument, id))
+	}
+	return nil
+}

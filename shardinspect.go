@@ -1,0 +1,147 @@
+package etcdlock
+
+// This file holds the reads of a sharded deployment: Describe and List
+// over its clusters, and each cluster's figures for operators.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Describe is Describe on the cluster that owns name's slot now (during a
+// move, the source until the map switches); the state also names that
+// cluster, the slot and the slot's generation there.
+func (r *Shards) Describe(ctx context.Context, name string) (*LockState, error) {
+	if err := validateName(name); err != nil {
+		return nil, newError("describe", "", err)
+	}
+	m, _ := r.snapshot()
+	slot := SlotOf(name)
+	id := m.owner[slot]
+	cli, err := r.Client(ctx, id)
+	if err != nil {
+		return nil, newError("describe", name, err)
+	}
+	st, err := Describe(ctx, cli, name)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cli.Get(ctx, stampKey(slot))
+	if err != nil {
+		return nil, newError("describe", name, ctxErr(ctx, err))
+	}
+	st.Cluster, st.Slot, st.Generation = id, slot, decodeStamp(resp.Kvs).Gen
+	return st, nil
+}
+
+// List is List over every cluster of the map, merged and sorted by name; a
+// name is reported from the cluster the map gives its slot (a name seen on
+// another, the source of a move that just switched, is left out). Each
+// cluster is read at its own revision.
+func (r *Shards) List(ctx context.Context, prefix string) ([]LockState, error) {
+	m, _ := r.snapshot()
+	var out []LockState
+	for _, c := range r.Clusters() {
+		cli, err := r.Client(ctx, c.ID)
+		if err != nil {
+			return nil, newError("list", prefix, err)
+		}
+		states, err := List(ctx, cli, prefix)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			st.Slot = SlotOf(st.Name)
+			if m.owner[st.Slot] != c.ID {
+				continue
+			}
+			st.Cluster = c.ID
+			if len(st.Holders) > 0 {
+				st.Generation = st.Holders[0].Token.Generation()
+			}
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ClusterState is one member cluster's figures (Shards.ClusterStates).
+type ClusterState struct {
+	Cluster
+	Leader    string // the leader member's name ("" when unknown)
+	Slots     int    // slots the map gives it
+	Held      int    // names with a holder
+	Waiters   int    // keys waiting
+	Leases    int    // leases alive
+	Revision  int64
+	RaftIndex uint64   // the leader's applied index (commits: its deltas)
+	Err       error    // why the figures are missing, if they are
+	Moving    []string // the moves in progress from or to it: "<slot> <record>"
+}
+
+// ClusterStates reads each member cluster's figures, one cluster at a
+// time; a cluster that does not answer has Err set and the others are
+// still read.
+func (r *Shards) ClusterStates(ctx context.Context) ([]ClusterState, error) {
+	m, _ := r.snapshot()
+	moves, err := r.root.Get(ctx, moveKeyPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, newError("clusters", "", ctxErr(ctx, err))
+	}
+	var out []ClusterState
+	for _, c := range r.Clusters() {
+		cs := ClusterState{Cluster: c, Slots: len(m.slotsOf(c.ID))}
+		for _, kv := range moves.Kvs {
+			var rec moveRecord
+			if json.Unmarshal(kv.Value, &rec) == nil && (rec.From == c.ID || rec.To == c.ID) {
+				cs.Moving = append(cs.Moving, strings.TrimPrefix(string(kv.Key), moveKeyPrefix)+" "+rec.String())
+			}
+		}
+		cs.Err = r.clusterFigures(ctx, &cs)
+		out = append(out, cs)
+	}
+	return out, nil
+}
+
+func (r *Shards) clusterFigures(ctx context.Context, cs *ClusterState) error {
+	cli, err := r.Client(ctx, cs.ID)
+	if err != nil {
+		return err
+	}
+	states, err := List(ctx, cli, "")
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		if len(st.Holders) > 0 {
+			cs.Held++
+		}
+		cs.Waiters += len(st.Waiters)
+	}
+	leases, err := cli.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("leases: %w", ctxErr(ctx, err))
+	}
+	cs.Leases = len(leases.Leases)
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("members: %w", ctxErr(ctx, err))
+	}
+	for _, mem := range members.Members {
+		if len(mem.ClientURLs) == 0 {
+			continue
+		}
+		st, err := cli.Status(ctx, mem.ClientURLs[0])
+		if err != nil || st.Leader != mem.ID {
+			continue
+		}
+		cs.Leader, cs.RaftIndex, cs.Revision = mem.Name, st.RaftAppliedIndex, st.Header.Revision
+	}
+	return nil
+}

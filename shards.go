@@ -1,0 +1,236 @@
+package etcdlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Shards is a client's view of a sharded deployment: the slot map and the
+// clusters, read from the root cluster at NewShards and followed by a watch
+// until Close. Sessions made with NewShardedSession route each name to the
+// cluster that owns its slot. The map changes only by MoveSlot, never
+// because a cluster is down: a cluster that is down makes its names
+// unavailable, as a lost quorum does with one cluster. A Shards is safe for
+// concurrent use.
+type Shards struct {
+	// Set by NewShards, then read-only.
+	root *clientv3.Client
+	dial Dialer
+	log  *zap.Logger
+	stop context.CancelFunc
+	wg   sync.WaitGroup // the map watch
+
+	mu       sync.Mutex // guards the fields below
+	m        *slotMap
+	clusters map[string]Cluster
+	changed  chan struct{}               // closed (and replaced) when m or clusters change
+	clients  map[string]*clientv3.Client // dialed so far
+	closed   bool
+}
+
+// Dialer returns a client of a member cluster, given its id and endpoints
+// as the root records them. Shards closes what it returns.
+type Dialer func(ctx context.Context, id string, endpoints []string) (*clientv3.Client, error)
+
+// ShardsOption configures NewShards.
+type ShardsOption func(*Shards)
+
+// WithDialer sets how Shards makes the client of each member cluster
+// (default: clientv3.New with the endpoints and a 5 s dial timeout), for
+// TLS, credentials or a test's own client.
+func WithDialer(d Dialer) ShardsOption { return func(r *Shards) { r.dial = d } }
+
+// WithShardsLogger sets the logger of the map watch (default zap.NewNop()).
+func WithShardsLogger(l *zap.Logger) ShardsOption { return func(r *Shards) { r.log = l } }
+
+func defaultDialer(ctx context.Context, _ string, endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+}
+
+// NewShards reads the slot map and the clusters from root and follows them
+// until Close. root stays the caller's (Close does not close it). It
+// returns an error wrapping ErrInvalidArgument for a nil client or option,
+// or when root holds no slot map (CreateShards makes one), and the read's
+// error otherwise.
+func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption) (*Shards, error) {
+	r := &Shards{root: root, dial: defaultDialer, log: zap.NewNop(), clients: map[string]*clientv3.Client{}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, newError("new shards", "", fmt.Errorf("%w: nil option", ErrInvalidArgument))
+		}
+		o(r)
+	}
+	if root == nil || r.dial == nil || r.log == nil {
+		return nil, newError("new shards", "", fmt.Errorf("%w: nil client, dialer or logger", ErrInvalidArgument))
+	}
+	rev, err := r.load(ctx)
+	if err != nil {
+		return nil, newError("new shards", "", err)
+	}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stop = stop
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.follow(wctx, rev)
+	}()
+	return r, nil
+}
+
+// load reads the map and the clusters at one revision and installs them.
+func (r *Shards) load(ctx context.Context) (int64, error) {
+	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKeyPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("read the slot map: %w", ctxErr(ctx, err))
+	}
+	mkvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(mkvs) == 0 {
+		return 0, fmt.Errorf("%w: the root cluster holds no slot map (CreateShards, or etcdlock clusters init)", ErrInvalidArgument)
+	}
+	m, err := decodeMap(mkvs[0])
+	if err != nil {
+		return 0, err
+	}
+	clusters := map[string]Cluster{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var c Cluster
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			return 0, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, kv.Key, err)
+		}
+		c.ID = strings.TrimPrefix(string(kv.Key), clusterKeyPrefix)
+		clusters[c.ID] = c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m, r.clusters = m, clusters
+	if r.changed != nil {
+		close(r.changed)
+	}
+	r.changed = make(chan struct{})
+	return resp.Header.Revision, nil
+}
+
+// follow re-reads the map whenever a key of the root's map or cluster
+// records changes, until ctx ends.
+func (r *Shards) follow(ctx context.Context, rev int64) {
+	b := newBackoff(requestFloor, watchCeil)
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := r.root.Watch(wctx, shardRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if resp.Err() != nil {
+				break
+			}
+			if !touchesMap(resp.Events) {
+				rev = resp.Header.Revision
+				continue
+			}
+			nrev, err := r.load(ctx)
+			if err != nil {
+				r.log.Warn("shards: cannot re-read the slot map", zap.Error(err))
+				break
+			}
+			rev = nrev
+			b.reset()
+		}
+		cancel()
+		b.wait(ctx)
+	}
+}
+
+func touchesMap(evs []*clientv3.Event) bool {
+	for _, ev := range evs {
+		k := string(ev.Kv.Key)
+		if k == mapKey || strings.HasPrefix(k, clusterKeyPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot returns the current map and a channel closed when it changes.
+func (r *Shards) snapshot() (*slotMap, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m, r.changed
+}
+
+// ClusterOf returns the id of the cluster that owns name's slot now.
+func (r *Shards) ClusterOf(name string) (string, error) {
+	if err := validateName(name); err != nil {
+		return "", newError("route", "", err)
+	}
+	m, _ := r.snapshot()
+	return m.owner[SlotOf(name)], nil
+}
+
+// Clusters returns the member clusters as the root records them, by id.
+func (r *Shards) Clusters() []Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Cluster, 0, len(r.clusters))
+	for _, c := range r.clusters {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Slots returns the slots the map gives cluster id now.
+func (r *Shards) Slots(id string) []int {
+	m, _ := r.snapshot()
+	return m.slotsOf(id)
+}
+
+// Client returns the client of member cluster id, dialing it on first use.
+// It returns an error wrapping ErrInvalidArgument for an unknown id, or
+// ErrSessionClosed after Close.
+func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrSessionClosed
+	}
+	if cli, ok := r.clients[id]; ok {
+		return cli, nil
+	}
+	c, ok := r.clusters[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+	}
+	cli, err := r.dial(ctx, id, c.Endpoints)
+	if err != nil {
+		return nil, fmt.Errorf("dial cluster %s: %w", id, err)
+	}
+	r.clients[id] = cli
+	return cli, nil
+}
+
+// Close stops following the map and closes the member clients it dialed
+// (sessions on them end). It returns the first close error.
+func (r *Shards) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	clients := r.clients
+	r.mu.Unlock()
+	r.stop()
+	r.wg.Wait()
+	var errs []error
+	for _, cli := range clients {
+		errs = append(errs, cli.Close())
+	}
+	return errors.Join(errs...)
+}

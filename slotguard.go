@@ -1,0 +1,125 @@
+package etcdlock
+
+// This file holds the slot guard: what makes a move of a slot between
+// clusters unable to make two holders (DESIGN.md, "Moving a slot"). Every
+// key-creating write of a sharded session (enqueue, the Try forms,
+// LockAll) compares the mod revision of its name's stamp in its cluster:
+//
+//	etcdlock-shards/slots/<slot>
+//
+// with the mod revision it read while the stamp said "active". MoveSlot
+// first re-writes the source's stamp as frozen (a Put: its mod revision
+// grows), and only then waits for the source's keys of the slot to go. In
+// etcd's one linearizable order, a create applied before the freeze is seen
+// by that wait; one applied after it fails its compare and writes nothing,
+// however late it arrives. This is the barrier's argument (barrier.go) with
+// the slot's stamp in the barrier's place; no time passes in it.
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errSlotMoved: a key-creating write was refused because its slot's stamp
+// is no longer active on its cluster; the acquisition routes again.
+var errSlotMoved = errors.New("the name's slot moved")
+
+// clusterSlots is a cluster session's knowledge of its cluster's stamps.
+type clusterSlots struct {
+	id string
+
+	mu     sync.Mutex
+	stamps map[int]slotStamp // as last read
+}
+
+// stamp returns slot's stamp as last read, reading it when unknown or not
+// active.
+func (c *clusterSlots) stamp(ctx context.Context, s *Session, slot int) (slotStamp, error) {
+	c.mu.Lock()
+	st, ok := c.stamps[slot]
+	c.mu.Unlock()
+	if ok && st.active() {
+		return st, nil
+	}
+	resp, err := s.cli.Get(ctx, stampKey(slot))
+	if err != nil {
+		return slotStamp{}, err
+	}
+	st = decodeStamp(resp.Kvs)
+	c.learn(slot, st)
+	return st, nil
+}
+
+// learn records st if it is newer than what c knows.
+func (c *clusterSlots) learn(slot int, st slotStamp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stamps == nil {
+		c.stamps = map[int]slotStamp{}
+	}
+	if old, ok := c.stamps[slot]; !ok || st.mod >= old.mod {
+		c.stamps[slot] = st
+	}
+}
+
+// slotGuard is what a key-creating write of q carries on a sharded
+// cluster: the compare of its slot's stamp, the Else read of it, and the
+// generation its key is written under. The zero slotGuard (not sharded)
+// adds nothing.
+type slotGuard struct {
+	slot int
+	sent int64 // the stamp's mod revision compared
+	gen  int64
+	cmps []clientv3.Cmp
+	read []clientv3.Op
+}
+
+// slotGuard returns q's guard, from the stamp route read as active.
+func (q queue) slotGuard() slotGuard {
+	c := q.s.shard
+	if c == nil {
+		return slotGuard{}
+	}
+	g := slotGuard{slot: SlotOf(q.name)}
+	c.mu.Lock()
+	st := c.stamps[g.slot]
+	c.mu.Unlock()
+	g.sent, g.gen = st.mod, st.Gen
+	key := stampKey(g.slot)
+	g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod)}
+	g.read = []clientv3.Op{clientv3.OpGet(key)}
+	return g
+}
+
+// refused tells, from the Else read of the stamp (kvs), whether the stamp
+// failed the compare: it returns errSlotMoved when the slot is no longer
+// active here, again when it is active under a new stamp (a raised
+// generation: send the write again), and neither when the stamp did not
+// change (the write failed another compare).
+func (g slotGuard) refused(q queue, kvs []*mvccpb.KeyValue) (again bool, err error) {
+	if g.cmps == nil {
+		return false, nil
+	}
+	st := decodeStamp(kvs)
+	if st.mod == g.sent {
+		return false, nil
+	}
+	q.s.shard.learn(g.slot, st)
+	if !st.active() {
+		return false, errSlotMoved
+	}
+	return true, nil
+}
+
+// stampOf returns the Else branch's read of the stamp at index i (none when
+// the Txn carried no stamp read).
+func stampOf(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
+	if i >= len(resp.Responses) {
+		return nil
+	}
+	return resp.Responses[i].GetResponseRange().Kvs
+}

@@ -1,0 +1,163 @@
+// Package shards_test tests sharding (several etcd clusters, slots that
+// move between them) against real embedded members.
+package shards_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(embedtest.LeakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// deployment is a sharded deployment for one test: its clusters (ids "c0",
+// "c1", ...; c0 is also the root), a direct client of each, and an
+// operator's Shards.
+type deployment struct {
+	clusters []*embedtest.Cluster
+	ids      []string
+	clients  map[string]*clientv3.Client
+	root     *clientv3.Client
+	admin    *etcdlock.Shards
+}
+
+// startDeployment starts one cluster per entry of members, with that many
+// members, and makes them one sharded deployment (CreateShards), closed at
+// cleanup.
+func startDeployment(t *testing.T, members ...int) *deployment {
+	t.Helper()
+	d := &deployment{clients: map[string]*clientv3.Client{}}
+	for _, n := range members {
+		d.clusters = append(d.clusters, embedtest.Start(t, embedtest.WithMembers(n)))
+	}
+	eps := map[string][]string{}
+	for i, c := range d.clusters {
+		id := fmt.Sprintf("c%d", i)
+		d.ids = append(d.ids, id)
+		d.clients[id] = c.TestClient(t)
+		eps[id] = c.Endpoints()
+	}
+	d.root = d.clients["c0"]
+	ctx := testCtx(t, time.Minute)
+	if err := etcdlock.CreateShards(ctx, d.root, eps, nil); err != nil {
+		t.Fatal(err)
+	}
+	d.admin = d.newShards(t)
+	return d
+}
+
+// newShards returns a Shards of d (dial: each cluster's client, nil for
+// the default), closed at cleanup.
+func (d *deployment) newShards(t *testing.T, opts ...etcdlock.ShardsOption) *etcdlock.Shards {
+	t.Helper()
+	r, err := etcdlock.NewShards(testCtx(t, 30*time.Second), d.root, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close shards: %v", err)
+		}
+	})
+	return r
+}
+
+// session opens a sharded session on r, closed at cleanup.
+func session(t *testing.T, r *etcdlock.Shards, opts ...etcdlock.SessionOption) *etcdlock.Session {
+	t.Helper()
+	s, err := etcdlock.NewShardedSession(testCtx(t, 10*time.Second), r, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// nameOn returns a name no other test uses whose slot the map gives
+// cluster id now.
+func (d *deployment) nameOn(t *testing.T, id string) string {
+	t.Helper()
+	for i := 0; i < 100000; i++ {
+		name := fmt.Sprintf("%s-%d/%d", strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1), i)
+		if got, _ := d.admin.ClusterOf(name); got == id {
+			return name
+		}
+	}
+	t.Fatalf("no name found on %s", id)
+	return ""
+}
+
+var nameSeq atomic.Int64
+
+// keysOf returns the queue keys of name on cluster id.
+func (d *deployment) keysOf(t *testing.T, id, name string) []string {
+	t.Helper()
+	prefix, err := etcdlock.KeyPrefix(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
+// move moves name's slot to id with the operator's Shards, and waits until
+// every Shards in also routes it there.
+func (d *deployment) move(t *testing.T, name, to string, o etcdlock.MoveOptions, also ...*etcdlock.Shards) {
+	t.Helper()
+	if err := d.admin.MoveSlot(testCtx(t, time.Minute), etcdlock.SlotOf(name), to, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(also, d.admin) {
+		waitFor(t, 10*time.Second, "the map to reach every client", func() bool {
+			got, _ := r.ClusterOf(name)
+			return got == to
+		})
+	}
+}
+
+// testCtx returns a context that ends with the test or after d.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond every 20ms until it holds or d passes: for state that
+// lives in etcd or in another goroutine's view, where no event can be
+// awaited from the test.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
