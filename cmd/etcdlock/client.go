@@ -30,11 +30,18 @@ func (a *app) logger() *zap.Logger {
 // connect builds a client and checks that the cluster answers within
 // --dial-timeout. Its errors are exitErrors with code 1.
 func (a *app) connect(ctx context.Context) (*clientv3.Client, error) {
-	c := &a.conn
-	eps, err := c.endpointList()
+	eps, err := a.conn.endpointList()
 	if err != nil {
 		return nil, exitf(exitUsage, "%v", err)
 	}
+	return a.connectTo(ctx, eps)
+}
+
+// connectTo is connect to eps (a member cluster's, as a sharded
+// deployment's root records them) with the flags' TLS and credentials.
+func (a *app) connectTo(ctx context.Context, eps []string) (*clientv3.Client, error) {
+	c := &a.conn
+	var err error
 	cfg := clientv3.Config{
 		Endpoints:            eps,
 		DialTimeout:          c.dialTimeout,

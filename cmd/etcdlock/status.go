@@ -55,7 +55,7 @@ func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
 // status prints the holders and waiters of name.
 func (a *app) status(name, output string) error {
 	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-		out, err := statusOf(ctx, cli, name)
+		out, err := a.routedStatus(ctx, cli, name)
 		if err != nil {
 			return err
 		}
@@ -64,6 +64,31 @@ func (a *app) status(name, output string) error {
 		}
 		return a.printStatus(name, out)
 	})
+}
+
+// routedStatus is statusOf on the cluster that holds name: cli's, or in a
+// sharded deployment whose root is cli, the one its slot is on (and then
+// it says where).
+func (a *app) routedStatus(ctx context.Context, root *clientv3.Client, name string) (statusJSON, error) {
+	r, ok, err := a.openShards(ctx, root)
+	if err != nil || !ok {
+		if err != nil {
+			return statusJSON{}, err
+		}
+		return statusOf(ctx, root, name)
+	}
+	defer r.Close()
+	where, err := r.Describe(ctx, name)
+	if err != nil {
+		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
+	}
+	cli, err := r.Client(ctx, where.Cluster)
+	if err != nil {
+		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
+	}
+	out, err := statusOf(ctx, cli, name)
+	out.Cluster, out.Slot, out.Generation = where.Cluster, &where.Slot, where.Generation
+	return out, err
 }
 
 // statusOf reads the status of name (status, and serve's /v1/state).
@@ -154,6 +179,9 @@ func secondsText(secs *float64) string {
 func (a *app) printStatus(name string, out statusJSON) error {
 	if r := out.LastRun; r != nil {
 		defer fmt.Fprintf(a.stdout, "last completed run (--once): %q, recorded %s by %q with token %d\n", r.ID, r.At, r.Identity, r.Token)
+	}
+	if out.Cluster != "" {
+		fmt.Fprintf(a.stdout, "%q lives on cluster %s (slot %d, generation %d)\n", name, out.Cluster, *out.Slot, out.Generation)
 	}
 	if out.Holder == nil {
 		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, out.Revision)

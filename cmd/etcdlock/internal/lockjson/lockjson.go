@@ -50,6 +50,11 @@ type Status struct {
 	Holders  []Entry  `json:"holders"`
 	Waiters  []Entry  `json:"waiters"`
 	LastRun  *LastRun `json:"last_run,omitempty"`
+	// Where the name lives in a sharded deployment (absent for one
+	// cluster): its cluster, slot, and the slot's generation there.
+	Cluster    string `json:"cluster,omitempty"`
+	Slot       *int   `json:"slot,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
 }
 
 // LastRun is a name's completion record (etcdlock.Completion): the last

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// clusterJSON is one element of clusters' JSON output.
+type clusterJSON struct {
+	ID          string   `json:"id"`
+	Endpoints   []string `json:"endpoints"`
+	Leader      string   `json:"leader"`
+	Generation  int64    `json:"generation"`
+	Slots       int      `json:"slots"`
+	Held        int      `json:"names_held"`
+	Waiters     int      `json:"waiters"`
+	Leases      int      `json:"leases"`
+	CommitsPerS float64  `json:"commits_per_second"`
+	Moving      []string `json:"moving,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+func (a *app) clustersCmd() *cobra.Command {
+	var output string
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "clusters",
+		Short: "Show the clusters of a sharded deployment (--endpoints: its root)",
+		Long: `Show each member cluster of the sharded deployment whose root cluster
+--endpoints reaches: its endpoints, leader, generation, the slots the map gives
+it, the names held there, its waiters, its leases, its raft commits per second
+(the leader's applied index, read twice --interval apart) and the moves in
+progress from or to it.
+
+'clusters init' makes a deployment, 'clusters add' records a new cluster
+(with no slots: give it some with 'etcdlock move'), 'clusters raise' raises a
+cluster's generation (after restoring it from a snapshot).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, output, "table", "json"); err != nil {
+				return err
+			}
+			if interval <= 0 {
+				return usagef(cmd, "--interval must be positive, not %v", interval)
+			}
+			return a.clusters(output, interval)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how far apart the two reads of each leader's applied index are")
+	cmd.AddCommand(a.clustersInitCmd(), a.clustersAddCmd(), a.clustersRaiseCmd())
+	return cmd
+}
+
+func (a *app) clusters(output string, interval time.Duration) error {
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		r, err := a.mustShards(ctx, cli)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		first, err := r.ClusterStates(ctx)
+		if err != nil {
+			return exitf(exitUsage, "%s", libErr(err))
+		}
+		time.Sleep(interval) // the rate's window
+		second, err := r.ClusterStates(ctx)
+		if err != nil {
+			return exitf(exitUsage, "%s", libErr(err))
+		}
+		out := toClustersJSON(first, second, interval)
+		if output == "json" {
+			return a.printJSON(out)
+		}
+		return a.printClusters(out)
+	})
+}
+
+func toClustersJSON(first, second []etcdlock.ClusterState, interval time.Duration) []clusterJSON {
+	out := make([]clusterJSON, 0, len(second))
+	for i, c := range second {
+		j := clusterJSON{ID: c.ID, Endpoints: c.Endpoints, Leader: c.Leader, Generation: c.Generation, Slots: c.Slots,
+			Held: c.Held, Waiters: c.Waiters, Leases: c.Leases, Moving: c.Moving}
+		if c.Err != nil {
+			j.Error = errText(c.Err)
+		} else if i < len(first) && first[i].ID == c.ID && first[i].Err == nil && c.RaftIndex >= first[i].RaftIndex {
+			j.CommitsPerS = float64(c.RaftIndex-first[i].RaftIndex) / interval.Seconds()
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func (a *app) printClusters(out []clusterJSON) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tENDPOINTS\tLEADER\tGENERATION\tSLOTS\tHELD\tWAITERS\tLEASES\tCOMMITS/S\tMOVING")
+	for _, c := range out {
+		moving := strings.Join(c.Moving, "; ")
+		if c.Error != "" {
+			moving = "error: " + c.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%s\n", c.ID, strings.Join(c.Endpoints, ","), dash(c.Leader),
+			c.Generation, c.Slots, c.Held, c.Waiters, c.Leases, c.CommitsPerS, dash(moving))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) clustersInitCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init ID=ENDPOINT[,ENDPOINT...]...",
+		Short: "Make the cluster at --endpoints the root of a sharded deployment",
+		Long: `Record each cluster ID with its endpoints in the root cluster (the one
+--endpoints reaches; it may be one of them), spread the 4096 slots over them in
+equal runs, and write the slot map. It refuses a root that holds a map already.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			clusters := map[string][]string{}
+			for _, arg := range args {
+				id, eps, ok := strings.Cut(arg, "=")
+				if !ok || id == "" || eps == "" {
+					return usagef(cmd, "%q: want ID=ENDPOINT[,ENDPOINT...]", arg)
+				}
+				clusters[id] = strings.Split(eps, ",")
+			}
+			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				if err := etcdlock.CreateShards(ctx, cli, clusters, a.dialMember); err != nil {
+					return exitf(exitUsage, "%s", libErr(err))
+				}
+				fmt.Fprintf(a.stdout, "created a sharded deployment of %d clusters\n", len(clusters))
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) clustersAddCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "add ID ENDPOINT[,ENDPOINT...]",
+		Short: "Record a new member cluster, with no slots",
+		Args:  exactArgs("ID", "ENDPOINTS"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				if err := etcdlock.AddCluster(ctx, cli, args[0], strings.Split(args[1], ",")); err != nil {
+					return exitf(exitUsage, "%s", libErr(err))
+				}
+				fmt.Fprintf(a.stdout, "added cluster %s (no slots yet: etcdlock move --slot S --to %s)\n", args[0], args[0])
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) clustersRaiseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "raise ID",
+		Short: "Raise a cluster's generation (after restoring it from a snapshot)",
+		Long: `Raise the generation of cluster ID above every generation any cluster has
+had, and re-stamp its slots with it, so its tokens are above every token it
+granted before. Run it after restoring the cluster from a snapshot, before
+clients use it again: its revisions start again below tokens it had granted.`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				r, err := a.mustShards(ctx, cli)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				g, err := r.RaiseGeneration(ctx, args[0])
+				if err != nil {
+					return exitf(exitUsage, "%s", libErr(err))
+				}
+				fmt.Fprintf(a.stdout, "cluster %s: generation %d\n", args[0], g)
+				return nil
+			})
+		},
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+)
+
+// TestShardedDeployment drives the operators' commands on two clusters:
+// clusters init, clusters (table and JSON), status of a sharded name (its
+// cluster, slot and generation), move with its phases (draining while a
+// holder holds, done once it lets go), clusters add and raise, and a bad
+// move.
+func TestShardedDeployment(t *testing.T) {
+	cs := embedtest.StartClusters(t, 2, embedtest.WithMembers(1))
+	root := []string{"--endpoints", strings.Join(cs[0].Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
+	sh := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runIn(t, append(append([]string(nil), root...), args...)...)
+	}
+	ids := []string{"a=" + strings.Join(cs[0].Endpoints(), ","), "b=" + strings.Join(cs[1].Endpoints(), ",")}
+	if code, out, stderr := sh(append([]string{"clusters", "init"}, ids...)...); code != 0 || !strings.Contains(out, "2 clusters") {
+		t.Fatalf("clusters init: exit %d, %q, %q", code, out, stderr)
+	}
+	if code, _, stderr := sh(append([]string{"clusters", "init"}, ids...)...); code == 0 || !strings.Contains(stderr, "already holds a slot map") {
+		t.Fatalf("a second clusters init: exit %d, %q", code, stderr)
+	}
+	ctx := ctxFor(t, long)
+	rootCli := cs[0].TestClient(t)
+	r, err := etcdlock.NewShards(ctx, rootCli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	name := uniqueName(t)
+	from, _ := r.ClusterOf(name)
+	to := map[string]string{"a": "b", "b": "a"}[from]
+	s, err := etcdlock.NewShardedSession(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := sh("status", name)
+	if want := fmt.Sprintf("lives on cluster %s (slot %d, generation %d)", from, etcdlock.SlotOf(name), l.Token().Generation()); code != 0 ||
+		!strings.Contains(out, want) || !strings.Contains(out, l.Token().String()) {
+		t.Fatalf("status: exit %d, stderr %q, want %q and token %d in:\n%s", code, stderr, want, l.Token(), out)
+	}
+	checkClustersJSON(t, sh, from)
+
+	checkMoveCommand(t, sh, root, name, from, to, l)
+	checkClusterAdmin(t, sh, cs[1])
+}
+
+// checkMoveCommand moves name's slot from from to to with etcdlock move
+// while l holds it: the move drains until l lets go.
+func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), root []string, name, from, to string, l *etcdlock.Lock) {
+	t.Helper()
+	ctx := ctxFor(t, long)
+	mv := startRaw(t, nil, append(append([]string(nil), root...), "move", "--name", name, "--to", to)...)
+	mv.waitLine("draining on " + from + ": 1 keys of 1 names left")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mv.waitLine(fmt.Sprintf("moved from %s to %s", from, to))
+	if code, out := mv.wait(); code != 0 {
+		t.Fatalf("move: exit %d, %q, %q", code, out, mv.stderr.String())
+	}
+	if code, out, _ := sh("status", name, "-o", "json"); code != 0 || !strings.Contains(out, `"cluster": "`+to+`"`) {
+		t.Fatalf("status -o json after the move: exit %d:\n%s", code, out)
+	}
+	if code, _, stderr := sh("move", "--slot", "5000", "--to", "a"); code != 1 || !strings.Contains(stderr, "not in 0..4095") {
+		t.Fatalf("move of slot 5000: exit %d, %q", code, stderr)
+	}
+}
+
+// checkClusterAdmin adds a cluster c (at c1's endpoints) and raises it.
+func checkClusterAdmin(t *testing.T, sh func(...string) (int, string, string), c1 *embedtest.Cluster) {
+	t.Helper()
+	if code, out, stderr := sh("clusters", "add", "c", strings.Join(c1.Endpoints(), ",")); code != 0 || !strings.Contains(out, "added cluster c") {
+		t.Fatalf("clusters add: exit %d, %q, %q", code, out, stderr)
+	}
+	if code, out, stderr := sh("clusters", "raise", "c"); code != 0 || !strings.Contains(out, "cluster c: generation") {
+		t.Fatalf("clusters raise: exit %d, %q, %q", code, out, stderr)
+	}
+}
+
+// checkClustersJSON checks clusters -o json: both clusters, every slot
+// given, one name held on from.
+func checkClustersJSON(t *testing.T, sh func(...string) (int, string, string), from string) {
+	t.Helper()
+	code, out, stderr := sh("clusters", "-o", "json", "--interval", "100ms")
+	var got []clusterJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 2 {
+		t.Fatalf("clusters -o json: exit %d, %v, stderr %q:\n%s", code, err, stderr, out)
+	}
+	slots := 0
+	for _, c := range got {
+		slots += c.Slots
+		if c.Generation < 1 || c.Leader == "" || c.Error != "" || (c.ID == from) != (c.Held == 1) {
+			t.Fatalf("clusters: %+v", c)
+		}
+	}
+	if slots != etcdlock.NumSlots {
+		t.Fatalf("clusters: %d slots in all", slots)
+	}
+	if code, out, _ := sh("clusters", "--interval", "100ms"); code != 0 || !strings.Contains(out, "COMMITS/S") {
+		t.Fatalf("clusters: exit %d:\n%s", code, out)
+	}
+}
