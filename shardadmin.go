@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // CreateShards makes root the root of a sharded deployment over clusters
@@ -30,7 +31,7 @@ func CreateShards(ctx context.Context, root *clientv3.Client, clusters map[strin
 		return newError("create shards", "", err)
 	}
 	if dial == nil {
-		dial = defaultDialer
+		dial = dialerWith(zap.NewNop())
 	}
 	ids := make([]string, 0, len(clusters))
 	for id := range clusters {

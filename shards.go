@@ -28,6 +28,7 @@ type Shards struct {
 	log  *zap.Logger
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the map watch
+	bad  error          // an invalid option, reported by NewShards
 
 	mu       sync.Mutex // guards the fields below
 	m        *slotMap
@@ -45,15 +46,35 @@ type Dialer func(ctx context.Context, id string, endpoints []string) (*clientv3.
 type ShardsOption func(*Shards)
 
 // WithDialer sets how Shards makes the client of each member cluster
-// (default: clientv3.New with the endpoints and a 5 s dial timeout), for
-// TLS, credentials or a test's own client.
-func WithDialer(d Dialer) ShardsOption { return func(r *Shards) { r.dial = d } }
+// (default: clientv3.New with the endpoints, a 5 s dial timeout and the
+// Shards' logger), for TLS, credentials or a test's own client.
+// A nil d makes NewShards fail with ErrInvalidArgument.
+func WithDialer(d Dialer) ShardsOption {
+	return func(r *Shards) {
+		if d == nil {
+			r.bad = errors.New("nil dialer")
+		}
+		r.dial = d
+	}
+}
 
 // WithShardsLogger sets the logger of the map watch (default zap.NewNop()).
-func WithShardsLogger(l *zap.Logger) ShardsOption { return func(r *Shards) { r.log = l } }
+// A nil l makes NewShards fail with ErrInvalidArgument.
+func WithShardsLogger(l *zap.Logger) ShardsOption {
+	return func(r *Shards) {
+		if l == nil {
+			r.bad = errors.New("nil logger")
+		}
+		r.log = l
+	}
+}
 
-func defaultDialer(ctx context.Context, _ string, endpoints []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+// dialerWith is the default Dialer, its clients logging to log.
+func dialerWith(log *zap.Logger) Dialer {
+	return func(ctx context.Context, _ string, endpoints []string) (*clientv3.Client, error) {
+		return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
+			Context: context.WithoutCancel(ctx), Logger: log})
+	}
 }
 
 // NewShards reads the slot map and the clusters from root and follows them
@@ -62,15 +83,20 @@ func defaultDialer(ctx context.Context, _ string, endpoints []string) (*clientv3
 // or when root holds no slot map (CreateShards makes one), and the read's
 // error otherwise.
 func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption) (*Shards, error) {
-	r := &Shards{root: root, dial: defaultDialer, log: zap.NewNop(), clients: map[string]*clientv3.Client{}}
+	r := &Shards{root: root, log: zap.NewNop(), clients: map[string]*clientv3.Client{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, newError("new shards", "", fmt.Errorf("%w: nil option", ErrInvalidArgument))
 		}
 		o(r)
 	}
-	if root == nil || r.dial == nil || r.log == nil {
-		return nil, newError("new shards", "", fmt.Errorf("%w: nil client, dialer or logger", ErrInvalidArgument))
+	switch {
+	case r.bad != nil:
+		return nil, newError("new shards", "", fmt.Errorf("%w: %w", ErrInvalidArgument, r.bad))
+	case root == nil:
+		return nil, newError("new shards", "", fmt.Errorf("%w: nil root client", ErrInvalidArgument))
+	case r.dial == nil:
+		r.dial = dialerWith(r.log)
 	}
 	rev, err := r.load(ctx)
 	if err != nil {

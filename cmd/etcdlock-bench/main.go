@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
 	flag.IntVar(&o.rounds, "rounds", 4, "rounds per cell; the contestants' order alternates between rounds")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "untimed run of every contestant before each cell's rounds (connections, caches, the members' database growth)")
-	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones, many, lockall")
+	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones, many, lockall, shards")
 	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
 	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
 	flag.DurationVar(&o.hold, "hold", 60*time.Second, "scale: how long to hold them")
@@ -152,6 +152,8 @@ func run(o options) error {
 			rs = many(ctx, c, o)
 		case "lockall":
 			rs = lockAllScenario(ctx, c, o)
+		case "shards":
+			rs = shardsScenario(ctx, o)
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
