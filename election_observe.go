@@ -85,14 +85,17 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 	if changed != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := make(chan struct{})
-		defer close(stop)
+		done := make(chan struct{})
+		defer func() {
+			cancel()
+			<-done
+		}()
 		go func() {
+			defer close(done)
 			select {
 			case <-changed:
 				cancel()
-			case <-stop:
+			case <-ctx.Done():
 			}
 		}()
 	}
