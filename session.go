@@ -79,6 +79,20 @@ type Session struct {
 // grant's error (wrapping ctx's) when the grant fails; nothing is left behind
 // then. Closing cli ends its sessions with ErrSessionExpired.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption) (*Session, error) {
+	var missing error
+	if cli == nil {
+		missing = fmt.Errorf("%w: nil client", ErrInvalidArgument)
+	}
+	o, err := parseSessionOptions(opts, missing)
+	if err != nil {
+		return nil, err
+	}
+	return newSession(ctx, cli, o)
+}
+
+// parseSessionOptions applies opts to the defaults and checks them; missing
+// is the caller's own argument error, if any, reported after a bad option.
+func parseSessionOptions(opts []SessionOption, missing error) (sessionOptions, error) {
 	o := sessionOptions{ttl: defaultTTL, pinning: true, logger: zap.NewNop(), observer: NopObserver{}}
 	for _, opt := range opts {
 		if opt == nil {
@@ -87,19 +101,19 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 		}
 		opt(&o)
 	}
-	if cli == nil {
-		o.fail(fmt.Errorf("%w: nil client", ErrInvalidArgument))
+	if missing != nil {
+		o.fail(missing)
 	}
 	if o.renew > o.ttl/2 {
 		o.fail(fmt.Errorf("%w: renewal interval %v must be at most half the TTL %v", ErrInvalidArgument, o.renew, o.ttl))
 	}
 	if o.err != nil {
-		return nil, newError("new session", "", o.err)
+		return o, newError("new session", "", o.err)
 	}
 	if o.identity == "" {
 		o.identity = defaultIdentity()
 	}
-	return newSession(ctx, cli, o)
+	return o, nil
 }
 
 func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*Session, error) {
@@ -167,10 +181,12 @@ func (s *Session) value(sk slotKey, granted time.Time) string {
 	return encodeValue(id, sk.value, sk.at, granted, s.opts.lockDelay, sk.gen)
 }
 
-// Client returns the client the session was made with.
+// Client returns the client the session was made with (a sharded session's:
+// the root cluster's).
 func (s *Session) Client() *clientv3.Client { return s.cli }
 
-// Lease returns the session's etcd lease.
+// Lease returns the session's etcd lease (0 for a sharded session, which
+// holds one per cluster: see Lock.Key and Describe for a grant's).
 func (s *Session) Lease() clientv3.LeaseID { return s.lease }
 
 // Identity returns the identity stored with the session's keys.
@@ -179,7 +195,8 @@ func (s *Session) Identity() string { return s.identity }
 // TTL returns the TTL the server granted.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// Done returns a channel that is closed once the session is lost or closed.
+// Done returns a channel that is closed once the session is lost or closed
+// (a sharded session is never lost: only its grants on a cluster are).
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
 // Err returns nil while the session is live; then ErrSessionExpired (lost)

@@ -46,28 +46,16 @@ type shardChild struct {
 // the acquisition's ctx). It returns an error wrapping ErrInvalidArgument
 // for a nil r or an invalid option.
 func NewShardedSession(ctx context.Context, r *Shards, opts ...SessionOption) (*Session, error) {
-	o := sessionOptions{ttl: defaultTTL, pinning: true, logger: zap.NewNop(), observer: NopObserver{}}
-	for _, opt := range opts {
-		if opt == nil {
-			o.fail(fmt.Errorf("%w: nil option", ErrInvalidArgument))
-			continue
-		}
-		opt(&o)
-	}
+	var missing error
 	if r == nil {
-		o.fail(fmt.Errorf("%w: nil shards", ErrInvalidArgument))
+		missing = fmt.Errorf("%w: nil shards", ErrInvalidArgument)
 	}
-	if o.renew > o.ttl/2 {
-		o.fail(fmt.Errorf("%w: renewal interval %v must be at most half the TTL %v", ErrInvalidArgument, o.renew, o.ttl))
-	}
-	if o.err != nil {
-		return nil, newError("new session", "", o.err)
+	o, err := parseSessionOptions(opts, missing)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, newError("new session", "", ctxErr(ctx, err))
-	}
-	if o.identity == "" {
-		o.identity = defaultIdentity()
 	}
 	s := &Session{cli: r.root, ttl: o.ttl, identity: o.identity, opts: o, tune: defaultTuning(),
 		log: o.logger.With(zap.String("identity", o.identity)), closing: make(chan struct{}),

@@ -13,6 +13,7 @@ func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecon
 // server, as far as this process can know: the send time of the last
 // acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
 // session is lost at that moment unless a later keepalive is acknowledged.
+// For a sharded session it is the earliest of its cluster sessions'.
 func (s *Session) ValidUntil() time.Time {
 	if s.shards != nil {
 		return s.shardedValidUntil()
