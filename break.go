@@ -52,7 +52,7 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 		return newError("break", name, fmt.Errorf("%w: no holder has token %d", ErrNotHeld, token))
 	}
 	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", token.Revision())). // a sharded token carries its generation above
 		Then(clientv3.OpDelete(key), brokenOp(key, int64(token), lease)).
 		Commit()
 	switch {

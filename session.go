@@ -78,6 +78,10 @@ type Session struct {
 // wrapping ErrInvalidArgument for a nil client or an invalid option, and the
 // grant's error (wrapping ctx's) when the grant fails; nothing is left behind
 // then. Closing cli ends its sessions with ErrSessionExpired.
+//
+// On a cluster of a sharded deployment use NewShardedSession instead: a
+// plain session's writes do not compare the slot's stamp, so a move of the
+// slot could not freeze them, and a name could be held on two clusters.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	var missing error
 	if cli == nil {

@@ -122,6 +122,9 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2) }
 // openSession opens the session of run, elect and observe; the grant is
 // bounded by --command-timeout.
 func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts) (*etcdlock.Session, error) {
+	if err := a.refuseSharded(ctx, cli, "this command"); err != nil {
+		return nil, err
+	}
 	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithRenewEvery(o.ttl / renewDivisor),
 		etcdlock.WithLogger(a.logger())}
 	if o.identity != "" {

@@ -16,6 +16,7 @@ type lsJSON struct {
 	Kind        string     `json:"kind"`
 	Size        int        `json:"size,omitempty"` // a semaphore's size
 	Holder      *entryJSON `json:"holder"`
+	Cluster     string     `json:"cluster,omitempty"` // in a sharded deployment
 	HolderCount int        `json:"holder_count"`
 	WaiterCount int        `json:"waiter_count"`
 }
@@ -55,7 +56,18 @@ holder, sorted by name, with its holder and its number of waiters.`,
 // ls prints the locks under prefix that have a holder.
 func (a *app) ls(prefix, output string) error {
 	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-		out, err := listHeld(ctx, cli, prefix)
+		list := func(ctx context.Context, prefix string) ([]etcdlock.LockState, error) {
+			return etcdlock.List(ctx, cli, prefix)
+		}
+		r, sharded, err := a.openShards(ctx, cli)
+		if err != nil {
+			return err
+		}
+		if sharded { // every member cluster's names
+			defer r.Close()
+			list = r.List
+		}
+		out, err := listHeld(ctx, list, prefix)
 		switch {
 		case err != nil:
 			return err
@@ -81,9 +93,9 @@ func (a *app) printLs(out []lsJSON) error {
 	return tw.Flush()
 }
 
-// listHeld lists the locks under prefix that have a holder.
-func listHeld(ctx context.Context, cli *clientv3.Client, prefix string) ([]lsJSON, error) {
-	states, err := etcdlock.List(ctx, cli, prefix)
+// listHeld lists the locks under prefix that have a holder, read by list.
+func listHeld(ctx context.Context, list func(context.Context, string) ([]etcdlock.LockState, error), prefix string) ([]lsJSON, error) {
+	states, err := list(ctx, prefix)
 	if err != nil {
 		return nil, exitf(exitUsage, "%s", libErr(err))
 	}
@@ -94,7 +106,7 @@ func listHeld(ctx context.Context, cli *clientv3.Client, prefix string) ([]lsJSO
 		}
 		h := toEntryJSON(*st.Holder, nil)
 		out = append(out, lsJSON{Name: st.Name, Kind: st.Holder.Kind, Size: st.Holder.Size, Holder: &h,
-			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters)})
+			HolderCount: len(st.Holders), WaiterCount: len(st.Waiters), Cluster: st.Cluster})
 	}
 	return out, nil
 }

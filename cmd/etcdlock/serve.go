@@ -79,6 +79,10 @@ func (a *app) serve(listen, socket, token string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.refuseSharded(context.Background(), cli, "serve"); err != nil {
+		_ = cli.Close()
+		return err
+	}
 	defer cli.Close()
 	srv, err := serve.New(cli, serve.Config{AuthToken: token, Logger: a.logger(), Identity: serveIdentity(),
 		State: func(ctx context.Context, name string) (any, error) { return statusOf(ctx, cli, name) }})

@@ -25,6 +25,25 @@ func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock
 	return nil, false, exitf(exitUsage, "%s", libErr(err))
 }
 
+// refuseSharded fails when cli's cluster is part of a sharded deployment
+// (its root, or a member): run, elect, observe and serve take names with
+// plain sessions, whose writes do not compare a slot's stamp, so a move
+// could not freeze them and a name could be held on two clusters at once.
+func (a *app) refuseSharded(ctx context.Context, cli *clientv3.Client, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
+	defer cancel()
+	resp, err := cli.Get(ctx, "etcdlock-shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	switch {
+	case err != nil && strings.Contains(errText(err), "permission denied"):
+		return nil // a role limited to its names; a deployment's operators grant etcdlock-shards/ read
+	case err != nil:
+		return a.conn.unavailable(err, exitf(exitUsage, "cannot read etcd: %s", errText(err)))
+	case resp.Count > 0:
+		return exitf(exitUsage, "the cluster at --endpoints is part of a sharded deployment (it holds etcdlock-shards/ keys): %s takes names on one cluster only and could hold a name that a move gives to another cluster; use the library's NewShardedSession (etcdlock status NAME says where a name lives)", what)
+	}
+	return nil
+}
+
 // mustShards is openShards for the commands that need a deployment.
 func (a *app) mustShards(ctx context.Context, cli *clientv3.Client) (*etcdlock.Shards, error) {
 	r, ok, err := a.openShards(ctx, cli)

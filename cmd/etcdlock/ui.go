@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/ui"
 	"github.com/spf13/cobra"
 )
@@ -53,7 +54,20 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 		return err
 	}
 	defer cli.Close()
-	srv, err := ui.New(cli, ui.Config{Prefix: prefix, AllowBreak: allowBreak})
+	cfg := ui.Config{Prefix: prefix, AllowBreak: allowBreak}
+	ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
+	r, sharded, err := a.openShards(ctx, cli)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if sharded {
+		defer r.Close()
+		if cfg.Clusters, err = a.memberSources(r); err != nil {
+			return err
+		}
+	}
+	srv, err := ui.New(cli, cfg)
 	if err != nil {
 		return exitf(exitUsage, "%v", err)
 	}
@@ -70,6 +84,21 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 		a.logf("note: %s is reachable from other machines: anyone who can reach it sees every lock name and holder identity under %q, with no login", ln.Addr(), prefix)
 	}
 	return runUI(srv, ln, sigs)
+}
+
+// memberSources dials every member cluster of r, for a sharded page.
+func (a *app) memberSources(r *etcdlock.Shards) ([]ui.Source, error) {
+	var out []ui.Source
+	for _, c := range r.Clusters() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
+		cli, err := r.Client(ctx, c.ID)
+		cancel()
+		if err != nil {
+			return nil, exitf(exitUsage, "cluster %s: %s", c.ID, libErr(err))
+		}
+		out = append(out, ui.Source{ID: c.ID, Client: cli})
+	}
+	return out, nil
 }
 
 // runUI serves the page until a signal comes (or the server fails).

@@ -85,3 +85,19 @@ func awaitLeader(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string) et
 		}
 	}
 }
+
+// TestBreakShardedGrant: Break finds a sharded grant by its token (which
+// carries the generation) and deletes it, guarded by its create revision.
+func TestBreakShardedGrant(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	name := d.nameOn(t, "c1")
+	l := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	if err := etcdlock.Break(ctx, d.clients["c1"], name, l.Token()); err != nil {
+		t.Fatalf("Break of token %d: %v", l.Token(), err)
+	}
+	<-l.Context().Done()
+	if cause := context.Cause(l.Context()); !errors.Is(cause, etcdlock.ErrLockLost) {
+		t.Fatalf("the broken grant's cause: %v", cause)
+	}
+}

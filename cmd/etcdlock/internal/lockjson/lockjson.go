@@ -110,6 +110,10 @@ func FromState(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64, now time
 	if len(out.Holders) > 0 {
 		out.Holder = &out.Holders[0]
 	}
+	if st.Cluster != "" {
+		slot := st.Slot
+		out.Cluster, out.Slot, out.Generation = st.Cluster, &slot, st.Generation
+	}
 	return out
 }
 

@@ -37,6 +37,7 @@ type locksJSON struct {
 	Offset     int               `json:"offset"`
 	Limit      int               `json:"limit"`
 	AllowBreak bool              `json:"allow_break"`
+	Sharded    bool              `json:"sharded,omitempty"` // every lock names its cluster
 	Locks      []lockjson.Status `json:"locks"`
 }
 
@@ -81,17 +82,17 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveLocks(w http.ResponseWriter, r *http.Request, filter string, offset, limit int) {
 	out := locksJSON{Prefix: s.cfg.Prefix, KeyPrefix: s.keyPrefix, Offset: offset, Limit: limit,
-		AllowBreak: s.cfg.AllowBreak, Locks: []lockjson.Status{}}
+		AllowBreak: s.cfg.AllowBreak, Sharded: s.sharded(), Locks: []lockjson.Status{}}
 	s.mu.Lock()
-	out.Loaded, out.Revision, out.Names = s.loaded, s.v.rev, len(s.v.names)
-	if s.readErr != nil {
-		out.Error = errorText(s.readErr, s.keyPrefix)
+	out.Loaded, out.Revision, out.Names = s.loaded(), s.rev(), s.nnames()
+	if err := s.readErr(); err != nil {
+		out.Error = errorText(err, s.keyPrefix)
 	}
-	names := s.v.match(filter)
+	names := s.match(filter)
 	out.Matched = len(names)
 	var states []etcdlock.LockState
 	for _, name := range names[min(offset, len(names)):min(offset+limit, len(names))] {
-		states = append(states, s.v.state(name))
+		states = append(states, s.state(name))
 	}
 	s.mu.Unlock()
 	out.Locks = s.withTTLs(r.Context(), states)
@@ -101,17 +102,20 @@ func (s *Server) serveLocks(w http.ResponseWriter, r *http.Request, filter strin
 // withTTLs returns states in their JSON shape, with the time left on their
 // leases.
 func (s *Server) withTTLs(ctx context.Context, states []etcdlock.LockState) []lockjson.Status {
-	var leases []clientv3.LeaseID
+	leases := map[string][]clientv3.LeaseID{} // by cluster: lease ids are per cluster
 	for _, st := range states {
 		for _, e := range append(append([]etcdlock.Entry(nil), st.Holders...), st.Waiters...) {
-			leases = append(leases, e.Lease)
+			leases[st.Cluster] = append(leases[st.Cluster], e.Lease)
 		}
 	}
-	ttls := s.ttls.timeLeft(ctx, leases)
+	ttls := map[string]map[clientv3.LeaseID]int64{}
+	for id, ls := range leases {
+		ttls[id] = s.ttlsOf(id).timeLeft(ctx, ls)
+	}
 	now := time.Now()
 	out := make([]lockjson.Status, 0, len(states))
 	for i := range states {
-		out = append(out, lockjson.FromState(&states[i], ttls, now))
+		out = append(out, lockjson.FromState(&states[i], ttls[states[i].Cluster], now))
 	}
 	return out
 }
@@ -128,7 +132,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	st := s.v.state(name)
+	st := s.state(name)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.withTTLs(r.Context(), []etcdlock.LockState{st})[0])
 }
@@ -151,7 +155,7 @@ func (s *Server) handleTimeline(w http.ResponseWriter, r *http.Request) {
 // minutes.
 func (s *Server) handleChart(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	c := s.ch.json(time.Now(), s.v.nwait)
+	c := s.ch.json(time.Now(), s.nwait())
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, c)
 }
@@ -229,7 +233,7 @@ func (s *Server) handleBreak(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	err := etcdlock.Break(ctx, s.cli, req.Name, etcdlock.Token(req.Token))
+	err := etcdlock.Break(ctx, s.clientOf(req.Name), req.Name, etcdlock.Token(req.Token))
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{"broken": true, "name": req.Name, "token": req.Token})

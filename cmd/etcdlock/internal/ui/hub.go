@@ -140,13 +140,13 @@ func (s *Server) publishLoop(ctx context.Context) {
 // the events added since the last one.
 func (s *Server) publish() {
 	s.mu.Lock()
-	s.ch.advance(time.Now(), s.v.nwait)
+	s.ch.advance(time.Now(), s.nwait())
 	var msgs []message
 	if s.dirty {
 		s.dirty = false
-		c := changeJSON{Revision: s.v.rev, Names: len(s.v.names)}
-		if s.readErr != nil {
-			c.Error = errorText(s.readErr, s.keyPrefix)
+		c := changeJSON{Revision: s.rev(), Names: s.nnames()}
+		if err := s.readErr(); err != nil {
+			c.Error = errorText(err, s.keyPrefix)
 		}
 		msgs = append(msgs, jsonMessage("change", c))
 	}

@@ -34,28 +34,30 @@ type Config struct {
 	AllowBreak bool
 	// Logger gets the server's own warnings; nil for none.
 	Logger *zap.Logger
+	// Clusters, when set, are the member clusters of the sharded
+	// deployment whose root is New's client: the page shows the names of
+	// all of them, each with its cluster, and the moves of their slots.
+	Clusters []Source
 }
 
-// Server serves the status page of one client's cluster. Its methods are
-// safe for concurrent use; Run must be called once, and the page shows a
-// "loading" state until Run has read the prefix.
+// Server serves the status page of one client's cluster, or of the member
+// clusters of a sharded deployment (Config.Clusters). Its methods are safe
+// for concurrent use; Run must be called once, and the page shows a
+// "loading" state until Run has read the prefix of every cluster.
 type Server struct {
 	// Set by New, read-only after.
-	cli       *clientv3.Client
+	root      *clientv3.Client // New's client: the cluster's, or a deployment's root
 	cfg       Config
 	keyPrefix string
 	log       *zap.Logger
 	hub       *hub
-	ttls      *ttlCache
+	srcs      []*source // the clusters read (sources.go); their views are guarded by mu
 
 	// Guarded by mu; written by Run's goroutines and the break handler.
-	mu      sync.Mutex
-	v       *view
-	tl      timeline
-	ch      chart
-	loaded  bool
-	readErr error // the last failure to read or watch the prefix; nil while all is well
-	dirty   bool  // the view changed since the last "change" message
+	mu    sync.Mutex
+	tl    timeline
+	ch    chart
+	dirty bool // the view changed since the last "change" message
 }
 
 // New returns a Server for cli and cfg. It fails with an error wrapping
@@ -72,8 +74,12 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{cli: cli, cfg: cfg, keyPrefix: etcdlock.NamespacePrefix(cfg.Prefix), log: log,
-		hub: newHub(), ttls: newTTLCache(cli), v: newView()}, nil
+	srcs, err := newSources(cli, cfg.Clusters)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{root: cli, cfg: cfg, keyPrefix: etcdlock.NamespacePrefix(cfg.Prefix), log: log,
+		hub: newHub(), srcs: srcs}, nil
 }
 
 // Run keeps the view current until ctx ends, then ends every event stream
@@ -91,40 +97,60 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.publishLoop(ctx)
 	}()
+	if s.sharded() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.followMoves(ctx)
+		}()
+	}
+	for _, src := range s.srcs[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.follow(ctx, src)
+		}()
+	}
+	s.follow(ctx, s.srcs[0])
+	return ctx.Err()
+}
+
+// follow keeps src's view current until ctx ends.
+func (s *Server) follow(ctx context.Context, src *source) {
 	pause := time.Duration(0)
 	for {
 		if !sleep(ctx, pause) {
-			return ctx.Err()
+			return
 		}
 		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
 		// Phase 1: one paged read at one revision.
-		v, err := s.load(ctx)
+		v, err := s.load(ctx, src)
 		if err != nil {
-			s.failed(ctx, err)
+			s.failed(ctx, src, err)
 			continue
 		}
 		s.mu.Lock()
-		s.v, s.loaded, s.readErr, s.dirty = v, true, nil, true
+		src.v, src.loaded, src.readErr, s.dirty = v, true, nil, true
 		s.mu.Unlock()
 		pause = 0
 		// Phase 2: the watch, from the next revision until it fails.
-		s.failed(ctx, s.watch(ctx, v.rev+1))
+		s.failed(ctx, src, s.watch(ctx, src, v.rev+1))
 	}
 }
 
 // failed shows err on the page (unless ctx has ended).
-func (s *Server) failed(ctx context.Context, err error) {
+func (s *Server) failed(ctx context.Context, src *source, err error) {
 	if ctx.Err() != nil || err == nil {
 		return
 	}
-	s.log.Warn("ui: reading the prefix failed", zap.String("prefix", s.keyPrefix), zap.Error(err))
+	s.log.Warn("ui: reading the prefix failed", zap.String("prefix", s.keyPrefix), zap.String("cluster", src.id), zap.Error(err))
 	s.mu.Lock()
-	s.readErr, s.dirty = err, true
+	src.readErr, s.dirty = err, true
 	s.mu.Unlock()
 }
 
-// load reads every key under the prefix, in pages, at one revision.
-func (s *Server) load(ctx context.Context) (*view, error) {
+// load reads every key under the prefix on src, in pages, at one revision.
+func (s *Server) load(ctx context.Context, src *source) (*view, error) {
 	v := newView()
 	end := clientv3.GetPrefixRangeEnd(s.keyPrefix)
 	for key := s.keyPrefix; ; {
@@ -132,7 +158,7 @@ func (s *Server) load(ctx context.Context) (*view, error) {
 		if v.rev != 0 {
 			opts = append(opts, clientv3.WithRev(v.rev))
 		}
-		resp, err := s.cli.Get(ctx, key, opts...)
+		resp, err := src.cli.Get(ctx, key, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -151,17 +177,17 @@ func (s *Server) load(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-// watch applies the prefix's events from revision from until the watch
-// fails or ctx ends.
-func (s *Server) watch(ctx context.Context, from int64) error {
+// watch applies the prefix's events on src from revision from until the
+// watch fails or ctx ends.
+func (s *Server) watch(ctx context.Context, src *source, from int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.cli.Watch(wctx, s.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+	for resp := range src.cli.Watch(wctx, s.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
 		if err := resp.Err(); err != nil {
 			return err
 		}
 		if len(resp.Events) > 0 {
-			s.apply(resp.Events)
+			s.apply(src, resp.Events)
 		}
 	}
 	if ctx.Err() != nil {
@@ -172,17 +198,18 @@ func (s *Server) watch(ctx context.Context, from int64) error {
 
 // apply updates the view with one watch response's events and records what
 // they did.
-func (s *Server) apply(evs []*mvccpb.Event) {
+func (s *Server) apply(src *source, evs []*mvccpb.Event) {
 	now := time.Now()
 	rev := evs[len(evs)-1].Kv.ModRevision
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	why := s.endsOf(evs)
-	for _, c := range s.v.apply(s.cfg.Prefix, evs, rev) {
+	why := endsOf(src.v, evs)
+	for _, c := range src.v.apply(s.cfg.Prefix, evs, rev) {
 		for _, ev := range events(c, rev, now) {
+			ev.Cluster = src.id
 			switch {
 			case ev.Kind == kindGranted:
-				s.ch.grant(now, s.v.nwait)
+				s.ch.grant(now, s.nwait())
 			case ev.Kind == kindEnded:
 				if how := why.of(ev); how != "" {
 					classify(&ev, how, false, false)
@@ -201,11 +228,11 @@ type ends struct {
 	barriers map[barrier]int64 // barrier -> the revision it was deleted at; 0: alive at the response's start
 }
 
-// endsOf reads evs, before the view applies them: deleted keys, break
-// markers, and the barriers the deletions' sessions had. c.mu is held.
-func (s *Server) endsOf(evs []*mvccpb.Event) ends {
+// endsOf reads evs, before v applies them: deleted keys, break markers,
+// and the barriers the deletions' sessions had. The Server's mu is held.
+func endsOf(v *view, evs []*mvccpb.Event) ends {
 	e := ends{deleted: map[string]int64{}, broken: map[string]bool{}, barriers: map[barrier]int64{}}
-	for b := range s.v.barriers {
+	for b := range v.barriers {
 		e.barriers[b] = 0
 	}
 	for _, ev := range evs {
@@ -264,18 +291,27 @@ func (s *Server) classifyPending(ctx context.Context) {
 	if len(pend) == 0 {
 		return
 	}
-	var leases []clientv3.LeaseID
+	leases := map[string][]clientv3.LeaseID{} // by cluster
 	for _, ev := range pend {
 		if ev.Kind == kindEnded {
-			leases = append(leases, ev.lease)
+			leases[ev.Cluster] = append(leases[ev.Cluster], ev.lease)
 		}
 	}
-	live, known := s.ttls.alive(ctx, leases)
+	type answer struct {
+		live  map[clientv3.LeaseID]bool
+		known bool
+	}
+	answers := map[string]answer{}
+	for id, ls := range leases {
+		live, known := s.ttlsOf(id).alive(ctx, ls)
+		answers[id] = answer{live, known}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range pend {
 		if pend[i].Kind == kindEnded {
-			classify(&pend[i], wentUnknown, live[pend[i].lease], known)
+			a := answers[pend[i].Cluster]
+			classify(&pend[i], wentUnknown, a.live[pend[i].lease], a.known)
 		}
 	}
 	s.tl.named(pend)

@@ -20,6 +20,8 @@ const (
 	kindBroken   = "broken"   // a Break deleted the holder's key (from this page or elsewhere)
 	kindLeft     = "left"     // a waiter's key was deleted before its grant (canceled, timed out)
 	kindEnded    = "ended"    // a key was deleted, and how could not be told
+	kindMoving   = "moving"   // a sharded deployment's slot began to move (Name "slot N")
+	kindMoved    = "moved"    // its move ended (the map switched, or the record was removed)
 )
 
 // How a key went, as etcd shows it at the deletion (see ends.of).
@@ -40,6 +42,8 @@ type event struct {
 	Identity string    `json:"identity"`
 	Lease    string    `json:"lease"`
 	Revision int64     `json:"revision"`
+	Cluster  string    `json:"cluster,omitempty"` // on a sharded page: the key's cluster
+	Detail   string    `json:"detail,omitempty"`  // a move's "from A to B"
 	lease    clientv3.LeaseID
 	key      string
 	holder   bool // a holder's key (for a deletion)

@@ -4,7 +4,7 @@
 "use strict";
 
 const allowBreak = document.body.dataset.allowBreak === "true";
-const state = { offset: 0, limit: 50, filter: "", matched: 0, loading: false, again: false };
+const state = { offset: 0, limit: 50, filter: "", matched: 0, loading: false, again: false, sharded: false };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, cls, text) {
@@ -61,6 +61,7 @@ function row(lock) {
   const tr = el("tr");
   tr.dataset.name = lock.name;
   tr.appendChild(el("td", "name", lock.name));
+  if (state.sharded) tr.appendChild(el("td", "cluster", lock.cluster ? lock.cluster + " · slot " + lock.slot : ""));
   tr.appendChild(el("td", "kind", kindText(lock)));
   const election = lock.holder && lock.holder.kind === "election";
   const h = el("td", "holders");
@@ -77,6 +78,8 @@ function row(lock) {
 
 function render(data) {
   showError(data.error || "");
+  state.sharded = !!data.sharded;
+  $("cluster-col").hidden = !state.sharded;
   const body = $("locks").tBodies[0];
   body.replaceChildren(...data.locks.map(row));
   state.matched = data.matched;
@@ -122,7 +125,12 @@ function addEvents(events) {
     li.dataset.kind = ev.kind;
     li.dataset.token = ev.token;
     const t = new Date(ev.at).toLocaleTimeString();
-    li.textContent = t + " " + ev.kind + " " + ev.name + " #" + ev.token + " " + (ev.identity || "");
+    if (ev.kind === "moving" || ev.kind === "moved") {
+      li.textContent = t + " " + ev.name + " " + (ev.detail || ev.kind);
+    } else {
+      li.textContent = t + " " + ev.kind + " " + ev.name + " #" + ev.token + " " + (ev.identity || "") +
+        (ev.cluster ? " @" + ev.cluster : "");
+    }
     ol.prepend(li);
   }
   while (ol.children.length > 200) ol.lastChild.remove();

@@ -1,0 +1,212 @@
+package ui
+
+// This file holds the clusters the page reads: one, or every member of a
+// sharded deployment. Each has its own view, kept by its own read and
+// watch; the page merges them. A name lives on one cluster at a time (a
+// move drains the source before the target grants), so no name has keys
+// in two views at once.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Source is one member cluster of a sharded deployment for Config.Clusters.
+type Source struct {
+	ID     string
+	Client *clientv3.Client
+}
+
+// source is the Server's state of one cluster.
+type source struct {
+	// Set by New, read-only after.
+	id   string // "" for the one cluster of a page that is not sharded
+	cli  *clientv3.Client
+	ttls *ttlCache
+
+	// Guarded by Server.mu; written by the source's Run loop.
+	v       *view
+	loaded  bool
+	readErr error // the last failure to read or watch; nil while all is well
+}
+
+func newSources(cli *clientv3.Client, clusters []Source) ([]*source, error) {
+	if len(clusters) == 0 {
+		return []*source{{cli: cli, ttls: newTTLCache(cli), v: newView()}}, nil
+	}
+	out := make([]*source, 0, len(clusters))
+	for _, c := range clusters {
+		if c.ID == "" || c.Client == nil {
+			return nil, fmt.Errorf("%w: a cluster without an id or a client", ErrInvalidConfig)
+		}
+		out = append(out, &source{id: c.ID, cli: c.Client, ttls: newTTLCache(c.Client), v: newView()})
+	}
+	return out, nil
+}
+
+// sharded reports whether the page reads the members of a deployment.
+func (s *Server) sharded() bool { return s.srcs[0].id != "" }
+
+// The merged view; s.mu is held by the callers.
+
+func (s *Server) loaded() bool {
+	for _, src := range s.srcs {
+		if !src.loaded {
+			return false
+		}
+	}
+	return true
+}
+
+// readErr is the first cluster's failure, named by its cluster.
+func (s *Server) readErr() error {
+	for _, src := range s.srcs {
+		if src.readErr != nil && src.id != "" {
+			return fmt.Errorf("cluster %s: %w", src.id, src.readErr)
+		}
+		if src.readErr != nil {
+			return src.readErr
+		}
+	}
+	return nil
+}
+
+// rev is the view's revision: of its one cluster (the highest of several,
+// whose revisions are not comparable; the page shows it as a sign of
+// life).
+func (s *Server) rev() int64 {
+	var top int64
+	for _, src := range s.srcs {
+		top = max(top, src.v.rev)
+	}
+	return top
+}
+
+func (s *Server) nnames() int {
+	n := 0
+	for _, src := range s.srcs {
+		n += len(src.v.names)
+	}
+	return n
+}
+
+func (s *Server) nwait() int {
+	n := 0
+	for _, src := range s.srcs {
+		n += src.v.nwait
+	}
+	return n
+}
+
+// match returns the names that contain filter, in order.
+func (s *Server) match(filter string) []string {
+	if len(s.srcs) == 1 {
+		return s.srcs[0].v.match(filter)
+	}
+	var out []string
+	for _, src := range s.srcs {
+		out = append(out, src.v.match(filter)...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sourceOf returns the cluster whose view has name (the first one when
+// none has it: a free name).
+func (s *Server) sourceOf(name string) *source {
+	for _, src := range s.srcs {
+		if _, ok := src.v.names[name]; ok {
+			return src
+		}
+	}
+	return s.srcs[0]
+}
+
+// state returns name's state, and on a sharded page its cluster and slot.
+func (s *Server) state(name string) etcdlock.LockState {
+	src := s.sourceOf(name)
+	st := src.v.state(name)
+	if src.id != "" {
+		st.Cluster, st.Slot = src.id, etcdlock.SlotOf(name)
+		if len(st.Holders) > 0 {
+			st.Generation = st.Holders[0].Token.Generation()
+		}
+	}
+	return st
+}
+
+// clientOf returns the client of name's cluster now.
+func (s *Server) clientOf(name string) *clientv3.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sourceOf(name).cli
+}
+
+// ttlsOf returns the lease cache of cluster id.
+func (s *Server) ttlsOf(id string) *ttlCache {
+	for _, src := range s.srcs {
+		if src.id == id {
+			return src.ttls
+		}
+	}
+	return s.srcs[0].ttls
+}
+
+// followMoves records the moves of the deployment's slots in the timeline:
+// a move record created in the root (moving) and deleted (moved, or given
+// up), until ctx ends. Only for a sharded page.
+func (s *Server) followMoves(ctx context.Context) {
+	const movePrefix = "etcdlock-shards/moves/"
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range s.root.Watch(wctx, movePrefix, clientv3.WithPrefix(), clientv3.WithPrevKV()) {
+			if resp.Err() != nil {
+				break
+			}
+			s.recordMoves(resp.Events)
+		}
+		cancel()
+		sleep(ctx, time.Second)
+	}
+}
+
+// recordMoves adds a timeline event for each move record created or deleted.
+func (s *Server) recordMoves(evs []*clientv3.Event) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range evs {
+		slot := strings.TrimLeft(strings.TrimPrefix(string(ev.Kv.Key), "etcdlock-shards/moves/"), "0")
+		kv, kind, verb := ev.Kv, kindMoving, "moving"
+		if ev.Type == mvccpb.DELETE {
+			kv, kind, verb = ev.PrevKv, kindMoved, "moved"
+		}
+		rec := moveText(kv)
+		s.tl.record(event{At: now, Kind: kind, Name: "slot " + dflt(slot, "0"), Detail: verb + " " + rec, Revision: ev.Kv.ModRevision})
+	}
+	s.dirty = true
+}
+
+// moveText is "from A to B" of a move record ("" when unreadable).
+func moveText(kv *mvccpb.KeyValue) string {
+	var rec struct{ From, To string }
+	if kv == nil || json.Unmarshal(kv.Value, &rec) != nil || rec.From == "" || rec.To == "" {
+		return ""
+	}
+	return "from " + rec.From + " to " + rec.To
+}
+
+func dflt(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
