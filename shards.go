@@ -222,20 +222,33 @@ func (r *Shards) Slots(id string) []int {
 // ErrSessionClosed after Close.
 func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	cli, ok := r.clients[id]
+	c, known := r.clusters[id]
+	closed := r.closed
+	r.mu.Unlock()
+	switch {
+	case closed:
 		return nil, ErrSessionClosed
-	}
-	if cli, ok := r.clients[id]; ok {
+	case ok:
 		return cli, nil
-	}
-	c, ok := r.clusters[id]
-	if !ok {
+	case !known:
 		return nil, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
 	}
+	// Dialed without the lock: a cluster that is down must not hold up the
+	// routing of names on the others.
 	cli, err := r.dial(ctx, id, c.Endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("dial cluster %s: %w", id, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		_ = cli.Close()
+		return nil, ErrSessionClosed
+	}
+	if other, ok := r.clients[id]; ok { // dialed meanwhile by another call
+		_ = cli.Close()
+		return other, nil
 	}
 	r.clients[id] = cli
 	return cli, nil

@@ -233,3 +233,29 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 	}
 	return l
 }
+
+// TestRaiseGeneration: after RaiseGeneration (as after a restore from a
+// snapshot) a session that knew the old stamp has its next write refused,
+// sends it again under the new stamp, and its token carries the raised
+// generation, above every token before.
+func TestRaiseGeneration(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	m := etcdlock.NewMutex(session(t, d.newShards(t)), d.nameOn(t, "c1"))
+	before := mustLock(t, m)
+	if err := before.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.admin.RaiseGeneration(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := mustLock(t, m)
+	if after.Token().Generation() != g || g <= before.Token().Generation() || after.Token() <= before.Token() {
+		t.Fatalf("token %d (generation %d) after raising to %d; before: %d (generation %d)",
+			after.Token(), after.Token().Generation(), g, before.Token(), before.Token().Generation())
+	}
+	if _, err := d.admin.RaiseGeneration(ctx, "c9"); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+		t.Fatalf("RaiseGeneration of an unknown cluster: %v", err)
+	}
+}

@@ -1,0 +1,68 @@
+package shards_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+)
+
+// BenchmarkGrant compares a grant and release of a free lock on a plain
+// session with one on a sharded session over the same cluster (a
+// deployment of one cluster): the cost of the slot's stamp compare and of
+// the routing. One worker, one name, 3 members in this process, fsync off.
+func BenchmarkGrant(b *testing.B) {
+	ctx := context.Background()
+	c := embedtest.Start(b, embedtest.WithFsync(false))
+	cli := c.TestClient(b)
+	if err := etcdlock.CreateShards(ctx, cli, map[string][]string{"c0": c.Endpoints()}, nil); err != nil {
+		b.Fatal(err)
+	}
+	r, err := etcdlock.NewShards(ctx, cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	open := map[string]func() (*etcdlock.Session, error){
+		"plain":   func() (*etcdlock.Session, error) { return etcdlock.NewSession(ctx, cli) },
+		"sharded": func() (*etcdlock.Session, error) { return etcdlock.NewShardedSession(ctx, r) },
+	}
+	for _, kind := range benchOrder {
+		b.Run(kind, func(b *testing.B) {
+			s, err := open[kind]()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			benchGrants(b, ctx, etcdlock.NewMutex(s, "bench/"+kind))
+		})
+	}
+}
+
+func benchGrants(b *testing.B, ctx context.Context, m *etcdlock.Mutex) {
+	for range 20 { // warm: the cluster session, the stamp, connections
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = l.Unlock(ctx)
+	}
+	start := time.Now()
+	b.ResetTimer()
+	for range b.N {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "grants/s")
+}
+
+// benchOrder is the order BenchmarkGrant runs its two kinds in; a
+// later one runs on a larger database (BENCHMARKS.md reports both orders).
+var benchOrder = []string{"plain", "sharded"}
