@@ -137,7 +137,7 @@ func (mv *mover) begin(ctx context.Context) error {
 			return fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, mv.to)
 		}
 		if len(rkvs) > 0 {
-			return mv.resume(rkvs[0].Value, rkvs[0].ModRevision)
+			return mv.resume(ctx, rkvs[0].Value, rkvs[0].ModRevision)
 		}
 		m, err := decodeMap(mkvs[0])
 		if err != nil {
@@ -164,7 +164,7 @@ func (mv *mover) begin(ctx context.Context) error {
 
 // resume takes up a recorded move of the slot, if Resume asks for it and
 // it goes to the same cluster.
-func (mv *mover) resume(value []byte, mod int64) error {
+func (mv *mover) resume(ctx context.Context, value []byte, mod int64) error {
 	var rec moveRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
 		return fmt.Errorf("%w: move record: %v", ErrInvalidArgument, err)
@@ -174,7 +174,7 @@ func (mv *mover) resume(value []byte, mod int64) error {
 	}
 	mv.from, mv.rec = rec.From, mod
 	mv.report("started", 0, 0)
-	return mv.dial(context.Background())
+	return mv.dial(ctx)
 }
 
 func (mv *mover) dial(ctx context.Context) error {

@@ -259,3 +259,44 @@ func TestRaiseGeneration(t *testing.T) {
 		t.Fatalf("RaiseGeneration of an unknown cluster: %v", err)
 	}
 }
+
+// TestMoveResume: a move stopped in its drain (its ctx ended) leaves the
+// slot frozen and its record in place: a new acquisition waits, a second
+// move without Resume is refused, and a move with Resume finishes it.
+func TestMoveResume(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	r := d.newShards(t)
+	name := d.nameOn(t, "c0")
+	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
+	phases := make(chan etcdlock.MoveProgress, 100)
+	mctx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- d.admin.MoveSlot(mctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+	}()
+	awaitPhase(t, phases, "draining", 1)
+	stop()
+	if err := <-stopped; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped move: %v", err)
+	}
+	waiter := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
+	if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{}); !errors.Is(err, etcdlock.ErrMoveInProgress) {
+		t.Fatalf("a move without Resume: %v", err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-waiter:
+		t.Fatalf("granted while the slot is frozen: %v, %v", g.l, g.err)
+	default:
+	}
+	if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	g := <-waiter
+	if g.err != nil || len(d.keysOf(t, "c1", name)) != 1 || g.l.Token() <= holder.Token() {
+		t.Fatalf("after the resumed move: %v, token %d (after %d)", g.err, g.l.Token(), holder.Token())
+	}
+}
