@@ -89,33 +89,14 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	if cli == nil {
 		return nil, newError("list", prefix, fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
-	start := listPrefix(prefix)
-	end := clientv3.GetPrefixRangeEnd(start)
 	byName := map[string][]*mvccpb.KeyValue{}
-	var rev int64
-	for key := start; ; {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := cli.Get(ctx, key, opts...)
-		if err != nil {
-			return nil, newError("list", prefix, ctxErr(ctx, err))
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			pk, ok := parseKey(string(kv.Key))
-			if !ok || !strings.HasPrefix(pk.name, prefix) {
-				continue
-			}
+	rev, err := readPrefix(ctx, cli, listPrefix(prefix), func(kv *mvccpb.KeyValue) {
+		if pk, ok := parseKey(string(kv.Key)); ok && strings.HasPrefix(pk.name, prefix) {
 			byName[pk.name] = append(byName[pk.name], kv)
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	})
+	if err != nil {
+		return nil, newError("list", prefix, err)
 	}
 	out := make([]LockState, 0, len(byName))
 	for name, kvs := range byName {
@@ -124,6 +105,34 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// readPrefix reads every key under prefix at one revision, in pages of
+// listPage keys, calling f with each; it returns the revision read at, or
+// the read's error (wrapping ctx's).
+func readPrefix(ctx context.Context, cli *clientv3.Client, prefix string, f func(*mvccpb.KeyValue)) (int64, error) {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	var rev int64
+	for key := prefix; ; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, ctxErr(ctx, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			f(kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // NameOfKey returns the name whose queue key is key (a holder's or a

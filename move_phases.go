@@ -45,30 +45,12 @@ func (mv *mover) freeze(ctx context.Context) error {
 // revision read at.
 func (mv *mover) slotKeys(ctx context.Context) (map[string]*mvccpb.KeyValue, int64, error) {
 	keys := map[string]*mvccpb.KeyValue{}
-	end := clientv3.GetPrefixRangeEnd(keyRoot)
-	var rev int64
-	for key := keyRoot; ; {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+	rev, err := readPrefix(ctx, mv.src, keyRoot, func(kv *mvccpb.KeyValue) {
+		if pk, ok := parseKey(string(kv.Key)); ok && SlotOf(pk.name) == mv.slot {
+			keys[string(kv.Key)] = kv
 		}
-		resp, err := mv.src.Get(ctx, key, opts...)
-		if err != nil {
-			return nil, 0, ctxErr(ctx, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			if pk, ok := parseKey(string(kv.Key)); ok && SlotOf(pk.name) == mv.slot {
-				keys[string(kv.Key)] = kv
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return keys, rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+	})
+	return keys, rev, err
 }
 
 // drain waits until the slot has no queue key on the source (phase 3):
