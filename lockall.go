@@ -138,13 +138,7 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 	if err == nil {
 		// No grant after the caller gave up, nor past the token space
 		// (queue.grant).
-		err = s.wanted(ctx)
-		for _, w := range ws {
-			if err == nil {
-				err = checkTokenSpace(w.sk.gen, w.rev)
-			}
-		}
-		if err != nil {
+		if err = s.grantable(ctx, ws...); err != nil {
 			abandonAll(ws, err)
 		}
 	}

@@ -145,15 +145,25 @@ func (s *Session) wanted(ctx context.Context) error {
 	return s.live()
 }
 
+// grantable returns nil when ws may be granted on s: ctx and s go on, and
+// each token can carry its generation.
+func (s *Session) grantable(ctx context.Context, ws ...*waiter) error {
+	if err := s.wanted(ctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := checkTokenSpace(w.sk.gen, w.rev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // grant returns w unless ctx or the session ended first (no grant after the
 // caller gave up), or its token cannot carry its generation
 // (ErrTokenOverflow). The key is removed then.
 func (q queue) grant(ctx context.Context, w *waiter) (*waiter, error) {
-	err := q.s.wanted(ctx)
-	if err == nil {
-		err = checkTokenSpace(w.sk.gen, w.rev)
-	}
-	if err != nil {
+	if err := q.s.grantable(ctx, w); err != nil {
 		w.abandon(err)
 		return nil, q.errorf(err)
 	}

@@ -71,8 +71,7 @@ func NewShardedSession(ctx context.Context, r *Shards, opts ...SessionOption) (*
 // slot's stamp there is active. While the slot is moving it waits for the
 // move to finish (until ctx ends), unless try: then it returns ErrLocked.
 func (s *Session) route(ctx context.Context, name string, try bool) (*Session, error) {
-	set := s.shards
-	if set == nil {
+	if s.shards == nil {
 		return s, nil
 	}
 	slot := SlotOf(name)
@@ -80,15 +79,11 @@ func (s *Session) route(ctx context.Context, name string, try bool) (*Session, e
 		if err := s.wanted(ctx); err != nil {
 			return nil, err
 		}
-		m, changed := set.r.snapshot()
-		id := m.owner[slot]
-		if id == "" {
-			return nil, fmt.Errorf("%w: slot %d of the name has no cluster in the slot map", ErrInvalidArgument, slot)
-		}
-		cs, err := set.child(ctx, s, id)
+		cs, changed, err := s.routeRead(ctx, name)
 		if err != nil {
 			return nil, err
 		}
+		id := cs.shard.id
 		st, err := cs.shard.stamp(ctx, cs, slot)
 		if err != nil {
 			return nil, s.cause(ctx, fmt.Errorf("read the stamp of slot %d on %s: %w", slot, id, ctxErr(ctx, err)))
