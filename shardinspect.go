@@ -17,26 +17,45 @@ import (
 // move, the source until the map switches); the state also names that
 // cluster, the slot and the slot's generation there.
 func (r *Shards) Describe(ctx context.Context, name string) (*LockState, error) {
-	if err := validateName(name); err != nil {
-		return nil, newError("describe", "", err)
-	}
-	m, _ := r.snapshot()
-	slot := SlotOf(name)
-	id := m.owner[slot]
-	cli, err := r.Client(ctx, id)
+	p, cli, err := r.Where(ctx, name)
 	if err != nil {
-		return nil, newError("describe", name, err)
+		return nil, err
 	}
 	st, err := Describe(ctx, cli, name)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cli.Get(ctx, stampKey(slot))
-	if err != nil {
-		return nil, newError("describe", name, ctxErr(ctx, err))
-	}
-	st.Cluster, st.Slot, st.Generation = id, slot, decodeStamp(resp.Kvs).Gen
+	st.Cluster, st.Slot, st.Generation = p.Cluster, p.Slot, p.Generation
 	return st, nil
+}
+
+// Placement is where a name lives in a sharded deployment.
+type Placement struct {
+	Cluster    string // the cluster the map gives its slot now
+	Slot       int
+	Generation int64 // of the slot's stamp there: the generation of its new tokens
+}
+
+// Where returns where name lives now, read from the map and the slot's
+// stamp on its cluster, and that cluster's client. It returns an error
+// wrapping ErrInvalidName for a bad name, and the read's error otherwise.
+func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
+	if err := validateName(name); err != nil {
+		return Placement{}, nil, newError("describe", "", err)
+	}
+	m, _ := r.snapshot()
+	p := Placement{Slot: SlotOf(name)}
+	p.Cluster = m.owner[p.Slot]
+	cli, err := r.Client(ctx, p.Cluster)
+	if err != nil {
+		return Placement{}, nil, newError("describe", name, err)
+	}
+	resp, err := cli.Get(ctx, stampKey(p.Slot))
+	if err != nil {
+		return Placement{}, nil, newError("describe", name, ctxErr(ctx, err))
+	}
+	p.Generation = decodeStamp(resp.Kvs).Gen
+	return p, cli, nil
 }
 
 // List is List over every cluster of the map, merged and sorted by name; a
@@ -129,9 +148,30 @@ func (r *Shards) clusterFigures(ctx context.Context, cs *ClusterState) error {
 		return fmt.Errorf("leases: %w", ctxErr(ctx, err))
 	}
 	cs.Leases = len(leases.Leases)
+	cs.Leader, cs.RaftIndex, cs.Revision, err = leaderStatus(ctx, cli)
+	return err
+}
+
+// LeaderIndex returns the applied raft index of cluster id's leader (0 when
+// no member says it leads): two reads apart give its commits.
+func (r *Shards) LeaderIndex(ctx context.Context, id string) (uint64, error) {
+	cli, err := r.Client(ctx, id)
+	if err != nil {
+		return 0, newError("clusters", "", err)
+	}
+	_, index, _, err := leaderStatus(ctx, cli)
+	if err != nil {
+		return 0, newError("clusters", "", err)
+	}
+	return index, nil
+}
+
+// leaderStatus asks each member of cli's cluster for its status and
+// returns the leader's name, applied index and revision.
+func leaderStatus(ctx context.Context, cli *clientv3.Client) (name string, index uint64, rev int64, err error) {
 	members, err := cli.MemberList(ctx)
 	if err != nil {
-		return fmt.Errorf("members: %w", ctxErr(ctx, err))
+		return "", 0, 0, fmt.Errorf("members: %w", ctxErr(ctx, err))
 	}
 	for _, mem := range members.Members {
 		if len(mem.ClientURLs) == 0 {
@@ -141,7 +181,7 @@ func (r *Shards) clusterFigures(ctx context.Context, cs *ClusterState) error {
 		if err != nil || st.Leader != mem.ID {
 			continue
 		}
-		cs.Leader, cs.RaftIndex, cs.Revision = mem.Name, st.RaftAppliedIndex, st.Header.Revision
+		return mem.Name, st.RaftAppliedIndex, st.Header.Revision, nil
 	}
-	return nil
+	return "", 0, 0, nil
 }

@@ -66,16 +66,18 @@ func (a *app) clusters(output string, interval time.Duration) error {
 			return err
 		}
 		defer r.Close()
-		first, err := r.ClusterStates(ctx)
+		states, err := r.ClusterStates(ctx)
 		if err != nil {
 			return exitf(exitUsage, "%s", libErr(err))
 		}
 		time.Sleep(interval) // the rate's window
-		second, err := r.ClusterStates(ctx)
-		if err != nil {
-			return exitf(exitUsage, "%s", libErr(err))
+		later := make([]uint64, len(states))
+		for i, c := range states {
+			if c.Err == nil {
+				later[i], _ = r.LeaderIndex(ctx, c.ID) // 0: no rate shown
+			}
 		}
-		out := toClustersJSON(first, second, interval)
+		out := toClustersJSON(states, later, interval)
 		if output == "json" {
 			return a.printJSON(out)
 		}
@@ -83,15 +85,17 @@ func (a *app) clusters(output string, interval time.Duration) error {
 	})
 }
 
-func toClustersJSON(first, second []etcdlock.ClusterState, interval time.Duration) []clusterJSON {
-	out := make([]clusterJSON, 0, len(second))
-	for i, c := range second {
+// toClustersJSON is states with the commits per second from each leader's
+// applied index then and later, interval apart.
+func toClustersJSON(states []etcdlock.ClusterState, later []uint64, interval time.Duration) []clusterJSON {
+	out := make([]clusterJSON, 0, len(states))
+	for i, c := range states {
 		j := clusterJSON{ID: c.ID, Endpoints: c.Endpoints, Leader: c.Leader, Generation: c.Generation, Slots: c.Slots,
 			Held: c.Held, Waiters: c.Waiters, Leases: c.Leases, Moving: c.Moving}
 		if c.Err != nil {
 			j.Error = errText(c.Err)
-		} else if i < len(first) && first[i].ID == c.ID && first[i].Err == nil && c.RaftIndex >= first[i].RaftIndex {
-			j.CommitsPerS = float64(c.RaftIndex-first[i].RaftIndex) / interval.Seconds()
+		} else if later[i] >= c.RaftIndex && c.RaftIndex > 0 {
+			j.CommitsPerS = float64(later[i]-c.RaftIndex) / interval.Seconds()
 		}
 		out = append(out, j)
 	}

@@ -78,11 +78,7 @@ func (a *app) routedStatus(ctx context.Context, root *clientv3.Client, name stri
 		return statusOf(ctx, root, name)
 	}
 	defer r.Close()
-	where, err := r.Describe(ctx, name)
-	if err != nil {
-		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
-	}
-	cli, err := r.Client(ctx, where.Cluster)
+	where, cli, err := r.Where(ctx, name)
 	if err != nil {
 		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
 	}
