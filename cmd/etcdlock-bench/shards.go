@@ -67,16 +67,11 @@ func (d *deployment) close() {
 	}
 }
 
-// appliedIndex is the applied raft index of cluster id's leader.
+// appliedIndex is the applied raft index of cluster i's leader (0 if
+// unknown).
 func (d *deployment) appliedIndex(ctx context.Context, i int) uint64 {
-	var top uint64
-	cli := d.clients[fmt.Sprintf("c%d", i)]
-	for _, m := range d.clusters[i].Members() {
-		if st, err := cli.Status(ctx, m.Endpoint()); err == nil && st.RaftAppliedIndex > top {
-			top = st.RaftAppliedIndex
-		}
-	}
-	return top
+	index, _ := d.shards.LeaderIndex(ctx, fmt.Sprintf("c%d", i))
+	return index
 }
 
 func shardsScenario(ctx context.Context, o options) []Result {
