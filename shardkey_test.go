@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -113,6 +114,22 @@ func TestValidateClusterID(t *testing.T) {
 		"01234567890123456789012345678901234567890123456789012345678901234": false} {
 		if err := validateClusterID(id); (err == nil) != ok {
 			t.Errorf("validateClusterID(%q) = %v", id, err)
+		}
+	}
+}
+
+// TestGrantableRefusesOverflow: no grant of a sharded key whose revision
+// would spill into the generation's bits (queue.grant and LockAll both ask
+// grantable); a generation-0 key of any revision is granted.
+func TestGrantableRefusesOverflow(t *testing.T) {
+	s := &Session{shards: &shardSet{}} // live: a sharded session ends only by Close
+	for _, tc := range []struct {
+		gen, rev int64
+		want     error
+	}{{1, MaxRevision, nil}, {1, MaxRevision + 1, ErrTokenOverflow}, {0, MaxRevision + 1, nil}} {
+		w := &waiter{sk: slotKey{gen: tc.gen}, rev: tc.rev}
+		if err := s.grantable(context.Background(), w); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Fatalf("grantable(gen %d, rev %d) = %v, want %v", tc.gen, tc.rev, err, tc.want)
 		}
 	}
 }
