@@ -22,6 +22,7 @@ package etcdlock
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,18 +125,28 @@ func (m *slotMap) slotsOf(id string) []int {
 	return out
 }
 
-// Stamp states.
+// Stamp states. Only an active stamp lets a key of its slot be created;
+// every other state (and no stamp) refuses.
 const (
-	stampActive = "active"
-	stampFrozen = "frozen"
+	stampActive   = "active"
+	stampFrozen   = "frozen"   // the slot moved, or is moving, away (or a move to here was aborted)
+	stampIncoming = "incoming" // a move to this cluster is under way and not yet active
 )
 
 // slotStamp is a slot's stamp in one member cluster as read from etcd.
 type slotStamp struct {
-	mod   int64  // its mod revision; 0: no stamp (the slot was never here)
+	mod int64  // its mod revision; 0: no stamp (the slot was never here)
+	raw []byte // its value as read (what a guard compares)
+
 	State string `json:"state"`
 	Gen   int64  `json:"gen"`
-	To    string `json:"to,omitempty"` // frozen: where it is moving
+	To    string `json:"to,omitempty"`   // frozen by a move: where it went
+	From  string `json:"from,omitempty"` // incoming: where it comes from
+	// Move is the epoch of the last move that wrote the stamp: the root
+	// revision at which that move was recorded (0: CreateShards). A mover
+	// writes a stamp only while its epoch is below its own (first touch) or
+	// equal to it in the state its own earlier phase left (DESIGN.md).
+	Move int64 `json:"move,omitempty"`
 }
 
 func (st slotStamp) active() bool { return st.mod > 0 && st.State == stampActive }
@@ -154,16 +165,33 @@ func decodeStamp(kvs []*mvccpb.KeyValue) slotStamp {
 	if err := json.Unmarshal(kvs[0].Value, &st); err != nil {
 		st = slotStamp{State: "unreadable"}
 	}
-	st.mod = kvs[0].ModRevision
+	st.mod, st.raw = kvs[0].ModRevision, kvs[0].Value
 	return st
 }
 
-// moveRecord is the root's record of a move in progress.
+// moveRecord is the root's record of a move in progress. Its create
+// revision in the root is the move's epoch.
 type moveRecord struct {
+	epoch int64 // the record's create revision (not stored in the value)
+
 	From  string `json:"from"`
 	To    string `json:"to"`
 	At    int64  `json:"at"` // unix milliseconds
 	Owner string `json:"owner"`
+}
+
+// decodeMove decodes a move record read from the root.
+func decodeMove(kv *mvccpb.KeyValue) (slot int, rec moveRecord, ok bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), moveKeyPrefix))
+	if err != nil || n < 0 || n >= NumSlots || json.Unmarshal(kv.Value, &rec) != nil {
+		return 0, moveRecord{}, false
+	}
+	rec.epoch = kv.CreateRevision
+	return n, rec, true
+}
+
+func (r moveRecord) info(slot int) MoveInfo {
+	return MoveInfo{Slot: slot, From: r.From, To: r.To, Started: time.UnixMilli(r.At), Owner: r.Owner, Epoch: r.epoch}
 }
 
 func (r moveRecord) String() string {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -33,7 +34,8 @@ type Shards struct {
 	mu       sync.Mutex // guards the fields below
 	m        *slotMap
 	clusters map[string]Cluster
-	changed  chan struct{}               // closed (and replaced) when m or clusters change
+	moves    map[int]moveRecord          // the moves in progress, by slot
+	changed  chan struct{}               // closed (and replaced) when m, clusters or moves change
 	clients  map[string]*clientv3.Client // dialed so far
 	closed   bool
 }
@@ -112,9 +114,11 @@ func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption)
 	return r, nil
 }
 
-// load reads the map and the clusters at one revision and installs them.
+// load reads the map, the clusters and the moves at one revision and
+// installs them.
 func (r *Shards) load(ctx context.Context) (int64, error) {
-	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKeyPrefix, clientv3.WithPrefix())).Commit()
+	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKeyPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("read the slot map: %w", ctxErr(ctx, err))
 	}
@@ -135,9 +139,15 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 		c.ID = strings.TrimPrefix(string(kv.Key), clusterKeyPrefix)
 		clusters[c.ID] = c
 	}
+	moves := map[int]moveRecord{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if slot, rec, ok := decodeMove(kv); ok {
+			moves[slot] = rec
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.m, r.clusters = m, clusters
+	r.m, r.clusters, r.moves = m, clusters, moves
 	if r.changed != nil {
 		close(r.changed)
 	}
@@ -145,15 +155,29 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// follow re-reads the map whenever a key of the root's map or cluster
-// records changes, until ctx ends.
+// follow re-reads the map whenever a key of the root's map, cluster
+// records or move records changes, until ctx ends. A watch that fails is
+// re-opened after the last revision seen; one whose revision was compacted
+// away re-reads everything first (what changed meanwhile is then in the
+// read), so no compaction stops it for good.
 func (r *Shards) follow(ctx context.Context, rev int64) {
 	b := newBackoff(requestFloor, watchCeil)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := r.root.Watch(wctx, shardRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for resp := range wch {
+			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
+				r.log.Warn("shards: the slot map's watch fell behind a compaction; reading it afresh",
+					zap.Int64("from", rev+1), zap.Int64("compacted", resp.CompactRevision))
+				if nrev, err := r.load(ctx); err == nil {
+					rev = nrev
+				} else {
+					r.log.Warn("shards: cannot re-read the slot map", zap.Error(err))
+				}
+				break
+			}
 			if resp.Err() != nil {
+				r.log.Debug("shards: the slot map's watch failed; opening it again", zap.Error(resp.Err()))
 				break
 			}
 			if !touchesMap(resp.Events) {
@@ -176,7 +200,7 @@ func (r *Shards) follow(ctx context.Context, rev int64) {
 func touchesMap(evs []*clientv3.Event) bool {
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
-		if k == mapKey || strings.HasPrefix(k, clusterKeyPrefix) {
+		if k == mapKey || strings.HasPrefix(k, clusterKeyPrefix) || strings.HasPrefix(k, moveKeyPrefix) {
 			return true
 		}
 	}
@@ -232,7 +256,12 @@ func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error
 	case ok:
 		return cli, nil
 	case !known:
-		return nil, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+		// Recorded after the map watch's last news (AddCluster a moment
+		// ago, in this process or another): the root's record decides.
+		var err error
+		if c, err = r.readCluster(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	// Dialed without the lock: a cluster that is down must not hold up the
 	// routing of names on the others.
@@ -252,6 +281,60 @@ func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error
 	}
 	r.clients[id] = cli
 	return cli, nil
+}
+
+// readCluster reads cluster id's record from the root. It returns an error
+// wrapping ErrInvalidArgument when there is none.
+func (r *Shards) readCluster(ctx context.Context, id string) (Cluster, error) {
+	resp, err := r.root.Get(ctx, clusterKey(id))
+	if err != nil {
+		return Cluster{}, ctxErr(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Cluster{}, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+	}
+	var c Cluster
+	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
+		return Cluster{}, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, id, err)
+	}
+	c.ID = id
+	return c, nil
+}
+
+// MoveInfo is a move in progress as the root records it.
+type MoveInfo struct {
+	Slot     int
+	From, To string
+	Started  time.Time // by the mover's clock
+	Owner    string    // who started it
+	// Epoch is the root revision at which the move was recorded: it names
+	// the move in every stamp it writes.
+	Epoch int64
+}
+
+// Moving returns the move of slot in progress, as the map watch last saw
+// it; ok is false when none is.
+func (r *Shards) Moving(slot int) (mi MoveInfo, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.moves[slot]
+	if !ok {
+		return MoveInfo{}, false
+	}
+	return rec.info(slot), true
+}
+
+// Moves returns every move in progress, by slot, as the map watch last saw
+// them.
+func (r *Shards) Moves() []MoveInfo {
+	r.mu.Lock()
+	out := make([]MoveInfo, 0, len(r.moves))
+	for slot, rec := range r.moves {
+		out = append(out, rec.info(slot))
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Slot < out[j].Slot })
+	return out
 }
 
 // Close stops following the map and closes the member clients it dialed
