@@ -108,13 +108,14 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 }
 
 // readPrefix reads every key under prefix at one revision, in pages of
-// listPage keys, calling f with each; it returns the revision read at, or
-// the read's error (wrapping ctx's).
-func readPrefix(ctx context.Context, cli *clientv3.Client, prefix string, f func(*mvccpb.KeyValue)) (int64, error) {
+// listPage keys, calling f with each; more are further options of each
+// page's read (WithKeysOnly). It returns the revision read at, or the
+// read's error (wrapping ctx's).
+func readPrefix(ctx context.Context, cli *clientv3.Client, prefix string, f func(*mvccpb.KeyValue), more ...clientv3.OpOption) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var rev int64
 	for key := prefix; ; {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		opts := append([]clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}, more...)
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}

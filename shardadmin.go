@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -183,42 +184,106 @@ func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, 
 }
 
 // RaiseGeneration raises the generation of member cluster id above every
-// generation any cluster has had, and re-stamps its active slots with it,
-// so every token it grants from then on is above every token it, or any
-// cluster, granted before. Run it after restoring the cluster from a
-// snapshot: its revisions then start again below ones it had granted, and
-// without the raise its tokens would go back. A write sent under an old
-// stamp fails its compare and is sent again under the new one. It returns
-// the new generation; an error wrapping ErrInvalidArgument for an unknown
-// id; and a request's error otherwise (run it again: a second raise is
-// harmless).
+// generation any cluster has had, and re-stamps with it the active slots
+// the root gives the cluster, so every token it grants from then on is
+// above every token it, or any cluster, granted before. Run it after
+// restoring the cluster from a snapshot: its revisions then start again
+// below ones it had granted, and without the raise its tokens would go
+// back. A restored cluster may also hold stamps active for slots that
+// moved away since the snapshot; those are frozen. What the root gives the
+// cluster is read at one revision R: its map, and the moves in progress to
+// it; a stamp written by a move recorded after R is left to that move.
+// Every stamp write is a compare-and-swap on the stamp read, so a move
+// freezing a slot meanwhile wins. A write in flight under an old stamp
+// fails its compare and is sent again under the new one.
+//
+// It returns the new generation. It returns an error wrapping
+// ErrInvalidArgument for an unknown id, and a request's error otherwise
+// (run it again: a second raise is harmless).
 func (r *Shards) RaiseGeneration(ctx context.Context, id string) (int64, error) {
-	cli, err := r.Client(ctx, id)
+	g, err := r.raiseGeneration(ctx, id)
 	if err != nil {
 		return 0, newError("raise generation", "", err)
+	}
+	return g, nil
+}
+
+func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) {
+	cli, err := r.Client(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	owned, err := r.owned(ctx, id)
+	if err != nil {
+		return 0, err
 	}
 	g, err := raiseGeneration(ctx, r.root, id, cli, 0)
 	if err != nil {
-		return 0, newError("raise generation", "", err)
+		return 0, err
 	}
 	resp, err := cli.Get(ctx, stampKeyPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return 0, newError("raise generation", "", ctxErr(ctx, err))
+		return 0, ctxErr(ctx, err)
 	}
 	for _, kv := range resp.Kvs {
 		st := decodeStamp([]*mvccpb.KeyValue{kv})
-		if !st.active() {
+		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), stampKeyPrefix))
+		if !st.active() || err != nil {
 			continue
 		}
-		st.Gen = g
-		// Only while still active: a move may freeze it meanwhile.
-		_, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(string(kv.Key), st.encode())).Commit()
-		if err != nil {
-			return 0, newError("raise generation", "", ctxErr(ctx, err))
+		next := st
+		if owned.gives(slot, st) {
+			next.Gen = g
+		} else {
+			next.State = stampFrozen
+		}
+		if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
+			return 0, err
 		}
 	}
 	return g, nil
+}
+
+// ownership is what the root gives one cluster at one revision.
+type ownership struct {
+	id    string
+	rev   int64
+	m     *slotMap
+	moves map[int]moveRecord
+}
+
+// owned reads the map and the moves from the root at one revision.
+func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
+	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return ownership{}, ctxErr(ctx, err)
+	}
+	mkvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(mkvs) == 0 {
+		return ownership{}, fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+	}
+	o := ownership{id: id, rev: resp.Header.Revision, moves: map[int]moveRecord{}}
+	if o.m, err = decodeMap(mkvs[0]); err != nil {
+		return ownership{}, err
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if slot, rec, ok := decodeMove(kv); ok {
+			o.moves[slot] = rec
+		}
+	}
+	return o, nil
+}
+
+// gives reports whether an active stamp st of slot on the cluster is one
+// the root gives it: the map names it; or a move to it, recorded, wrote st;
+// or st was written by a move (or an abort) recorded after the root was
+// read. Any other active stamp is left from before a restore.
+func (o ownership) gives(slot int, st slotStamp) bool {
+	if o.m.owner[slot] == o.id || st.Move > o.rev {
+		return true
+	}
+	rec, ok := o.moves[slot]
+	return ok && rec.To == o.id && rec.epoch == st.Move
 }
 
 // AddCluster records a new member cluster on root, with no slots (move

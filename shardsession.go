@@ -225,10 +225,29 @@ func routed[T any](ctx context.Context, s *Session, name, tag, verb string, try 
 			return zero, q.errorf(err)
 		}
 		v, err := op(q)
-		if !errors.Is(err, errSlotMoved) {
+		if !errors.Is(err, errSlotMoved) && !q.forcedAway(ctx, err) {
 			return v, err
 		}
 	}
+}
+
+// forcedAway reports whether err, an acquisition's failure on a cluster
+// session, is the loss of a waiter's key to a move's ForceAfter: the key
+// went (ErrLockLost) and the slot's stamp there is no longer active. The
+// acquisition then routes again and waits for the move, as a waiter that
+// arrives during it does. A grant is never routed again: op returns no
+// error once granted.
+func (q queue) forcedAway(ctx context.Context, err error) bool {
+	if q.s.shard == nil || !errors.Is(err, ErrLockLost) || ctx.Err() != nil {
+		return false
+	}
+	resp, rerr := q.s.cli.Get(ctx, stampKey(SlotOf(q.name)))
+	if rerr != nil {
+		return false
+	}
+	st := decodeStamp(resp.Kvs)
+	q.s.shard.learn(SlotOf(q.name), st)
+	return !st.active()
 }
 
 // routeRead returns the session to read name's queue on: s itself unless s

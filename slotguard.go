@@ -72,13 +72,21 @@ func (c *clusterSlots) learn(slot int, st slotStamp) {
 // adds nothing.
 type slotGuard struct {
 	slot int
-	sent int64 // the stamp's mod revision compared
+	sent int64  // the stamp's mod revision compared
+	raw  []byte // and its value
 	gen  int64
 	cmps []clientv3.Cmp
 	read []clientv3.Op
 }
 
-// slotGuard returns q's guard, from the stamp route read as active.
+// slotGuard returns q's guard, from the stamp the session knows. Only a
+// stamp known active is compared as one: the guard compares its mod
+// revision and its value, so it holds only while that very active stamp is
+// the current one (a value compare too, so a stamp re-written at an equal
+// revision after a restore does not pass). When the stamp the session knows
+// is not active (another goroutine of the session learned a freeze after
+// this acquisition routed), the guard compares a mod revision no stamp has:
+// the write fails, its Else read shows the stamp, and refused routes again.
 func (q queue) slotGuard() slotGuard {
 	c := q.s.shard
 	if c == nil {
@@ -88,12 +96,22 @@ func (q queue) slotGuard() slotGuard {
 	c.mu.Lock()
 	st := c.stamps[g.slot]
 	c.mu.Unlock()
-	g.sent, g.gen = st.mod, st.Gen
 	key := stampKey(g.slot)
-	g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod)}
 	g.read = []clientv3.Op{clientv3.OpGet(key)}
+	if !st.active() {
+		g.sent = noStamp
+		g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", noStamp)}
+		return g
+	}
+	g.sent, g.raw, g.gen = st.mod, st.raw, st.Gen
+	g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod),
+		clientv3.Compare(clientv3.Value(key), "=", string(st.raw))}
 	return g
 }
+
+// noStamp is a mod revision no key has: what a guard compares when the
+// session knows no active stamp.
+const noStamp = -1
 
 // refused tells, from the Else read of the stamp (kvs), whether the stamp
 // failed the compare: it returns errSlotMoved when the slot is no longer
@@ -105,7 +123,7 @@ func (g slotGuard) refused(q queue, kvs []*mvccpb.KeyValue) (again bool, err err
 		return false, nil
 	}
 	st := decodeStamp(kvs)
-	if st.mod == g.sent {
+	if st.mod == g.sent && string(st.raw) == string(g.raw) {
 		return false, nil
 	}
 	q.s.shard.learn(g.slot, st)

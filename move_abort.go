@@ -1,0 +1,114 @@
+package etcdlock
+
+// This file holds AbortMove: a move undone while its target is not active.
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// AbortMove undoes the move of slot in progress, in three steps:
+//
+//  1. fence the target: its stamp of the slot is written frozen under the
+//     move's epoch (compare-and-swap), so no call of the move can activate
+//     it afterwards, however late it wakes;
+//  2. unfreeze the source: its stamp is written active under the move's
+//     epoch, with the generation it had (so a call of the move that has not
+//     frozen it yet never will);
+//  3. delete the move record; the slot's waiters route again.
+//
+// The target is fenced before the source is unfrozen, so the slot is never
+// active on both. It returns nil when the move is undone. It returns an
+// error wrapping:
+//   - ErrInvalidArgument for a slot out of range or when no move of the
+//     slot is recorded;
+//   - ErrMoveInProgress when the target is active under the move already
+//     (it got past its drain: resume it with MoveOptions.Resume instead);
+//   - ErrUnavailable when the source or the target does not answer (run it
+//     again once they do; cluster endpoints can be updated meanwhile);
+//   - ctx's or a request's error otherwise (run it again: every step is
+//     repeatable).
+//
+// It is safe for concurrent use, also with MoveSlot calls of the move.
+func (r *Shards) AbortMove(ctx context.Context, slot int) error {
+	if err := r.abortMove(ctx, slot); err != nil {
+		return newError("abort move", "", fmt.Errorf("slot %d: %w", slot, err))
+	}
+	return nil
+}
+
+func (r *Shards) abortMove(ctx context.Context, slot int) error {
+	if slot < 0 || slot >= NumSlots {
+		return fmt.Errorf("%w: slot %d is not in 0..%d", ErrInvalidArgument, slot, NumSlots-1)
+	}
+	resp, err := r.root.Get(ctx, moveKey(slot))
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return fmt.Errorf("%w: no move of slot %d is recorded", ErrInvalidArgument, slot)
+	}
+	_, rec, ok := decodeMove(resp.Kvs[0])
+	if !ok {
+		return fmt.Errorf("%w: move record %q", ErrInvalidArgument, resp.Kvs[0].Value)
+	}
+	mv := &mover{r: r, slot: slot, to: rec.To, from: rec.From, epoch: rec.epoch, rec: resp.Kvs[0].ModRevision}
+	if err := mv.contact(ctx); err != nil {
+		return err
+	}
+	if err := mv.fenceTarget(ctx); err != nil {
+		return fmt.Errorf("fence %s: %w", mv.to, err)
+	}
+	if err := mv.unfreeze(ctx); err != nil {
+		return fmt.Errorf("unfreeze %s: %w", mv.from, err)
+	}
+	_, err = r.root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(moveKey(slot)), "=", mv.rec)).
+		Then(clientv3.OpDelete(moveKey(slot))).Commit()
+	return ctxErr(ctx, err)
+}
+
+// fenceTarget writes the target's stamp frozen under the move's epoch,
+// unless it is active under it (then the move must be resumed).
+func (mv *mover) fenceTarget(ctx context.Context) error {
+	for {
+		st, err := readStamp(ctx, mv.dst, mv.slot)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Move == mv.epoch && st.State == stampActive:
+			return fmt.Errorf("%w: the target is active under this move already: resume it", ErrMoveInProgress)
+		case st.Move == mv.epoch && st.State == stampFrozen:
+			return nil // fenced by an earlier call
+		case st.Move > mv.epoch:
+			return mv.ended(mv.to, st)
+		}
+		_, ok, err := swapStamp(ctx, mv.dst, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, Move: mv.epoch})
+		if err != nil || ok {
+			return err
+		}
+	}
+}
+
+// unfreeze writes the source's stamp active under the move's epoch, with
+// the generation it had.
+func (mv *mover) unfreeze(ctx context.Context) error {
+	for {
+		st, err := readStamp(ctx, mv.src, mv.slot)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Move == mv.epoch && st.State == stampActive:
+			return nil // unfrozen by an earlier call
+		case st.Move > mv.epoch:
+			return mv.ended(mv.from, st)
+		}
+		_, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampActive, Gen: st.Gen, Move: mv.epoch})
+		if err != nil || ok {
+			return err
+		}
+	}
+}

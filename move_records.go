@@ -1,0 +1,139 @@
+package etcdlock
+
+// This file holds the phases of a move that carry the slot's completion
+// records (RunOnce) and switch the map: copy (phase 5), drop (phase 7) and
+// switch (phase 8). Each write on a member cluster compares that cluster's
+// stamp with the one this move wrote there, so a call that wakes late, when
+// the slot has moved on, writes nothing (DESIGN.md, "Moving a slot").
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// records reads the completion records of the slot's names on the source,
+// under its frozen stamp. After the drain no grant of the slot exists
+// there, and a record is written only under a current grant, so they no
+// longer change.
+func (mv *mover) records(ctx context.Context) ([]*mvccpb.KeyValue, error) {
+	names := make([]string, 0, len(mv.names.names))
+	for n := range mv.names.names {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []*mvccpb.KeyValue
+	for len(names) > 0 {
+		n := min(len(names), namesPerRead)
+		ops := make([]clientv3.Op, n)
+		for i, name := range names[:n] {
+			ops[i] = clientv3.OpGet(onceKey(name))
+		}
+		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()).Then(ops...).Commit()
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		if !tr.Succeeded {
+			return nil, mv.stampMoved(ctx)
+		}
+		for _, r := range tr.Responses {
+			out = append(out, r.GetResponseRange().Kvs...)
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
+// copyCompletions copies the slot's completion records to the target, each
+// Put guarded by the target's stamp being this move's "incoming" (phase 5).
+func (mv *mover) copyCompletions(ctx context.Context) error {
+	recs, err := mv.records(ctx)
+	if err != nil {
+		return err
+	}
+	key := stampKey(mv.slot)
+	for _, kv := range recs {
+		tr, err := mv.dst.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", mv.incoming.mod)).
+			Then(clientv3.OpPut(string(kv.Key), string(kv.Value))).Commit()
+		if err != nil {
+			return ctxErr(ctx, err)
+		}
+		if !tr.Succeeded {
+			st, err := readStamp(ctx, mv.dst, mv.slot)
+			if err != nil {
+				return err
+			}
+			return mv.ended(mv.to, st)
+		}
+	}
+	return nil
+}
+
+// dropCompletions deletes the slot's completion records on the source once
+// the target is active (phase 7), each guarded by its mod revision and by
+// the source's frozen stamp: a call that wakes after the slot came back to
+// the source deletes nothing of its new records.
+func (mv *mover) dropCompletions(ctx context.Context) error {
+	if mv.names.names == nil { // another call activated: find the names
+		if err := mv.scan(ctx); err != nil {
+			return err
+		}
+	}
+	recs, err := mv.records(ctx)
+	if err != nil {
+		return err
+	}
+	for _, kv := range recs {
+		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp(), clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return ctxErr(ctx, err)
+		}
+		if !tr.Succeeded {
+			return mv.stampMoved(ctx)
+		}
+	}
+	return nil
+}
+
+// switchMap gives the slot to the target in the root's map and deletes the
+// move record, in one Txn that holds only while the record is this move's
+// (phase 8). A record gone meanwhile is fine only when the map names the
+// target (another call of this move finished it).
+func (mv *mover) switchMap(ctx context.Context) error {
+	root := mv.r.root
+	for {
+		resp, err := root.Get(ctx, mapKey)
+		if err != nil {
+			return ctxErr(ctx, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return fmt.Errorf("%w: the slot map is gone", ErrInvalidArgument)
+		}
+		m, err := decodeMap(resp.Kvs[0])
+		if err != nil {
+			return err
+		}
+		done := m.owner[mv.slot] == mv.to
+		m.owner[mv.slot] = mv.to
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
+			clientv3.Compare(clientv3.ModRevision(moveKey(mv.slot)), "=", mv.rec)).
+			Then(clientv3.OpPut(mapKey, m.encode()), clientv3.OpDelete(moveKey(mv.slot))).
+			Else(clientv3.OpGet(moveKey(mv.slot), clientv3.WithCountOnly())).Commit()
+		if err != nil {
+			return ctxErr(ctx, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+		if tr.Responses[0].GetResponseRange().Count == 0 {
+			if done {
+				return nil
+			}
+			return fmt.Errorf("%w: the move record of slot %d is gone and the map does not name %s", ErrMoveAborted, mv.slot, mv.to)
+		}
+	}
+}

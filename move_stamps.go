@@ -1,0 +1,140 @@
+package etcdlock
+
+// This file holds the phases of a move that write stamps: prepare (the
+// target's "incoming"), freeze (the source's "frozen") and activate (the
+// target's "active"). Each is a compare-and-swap on the stamp it read; the
+// epoch of the stamp read decides what the move may still do (DESIGN.md,
+// "Moving a slot"):
+//
+//	stamp.Move < epoch            untouched by this move: write it (first touch)
+//	stamp.Move == epoch, expected written by this move (maybe another call of it): go on
+//	anything else                 aborted, or superseded by a later move: stop
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// readStamp reads slot's stamp on cli.
+func readStamp(ctx context.Context, cli *clientv3.Client, slot int) (slotStamp, error) {
+	resp, err := cli.Get(ctx, stampKey(slot))
+	if err != nil {
+		return slotStamp{}, ctxErr(ctx, err)
+	}
+	return decodeStamp(resp.Kvs), nil
+}
+
+// swapStamp writes next as slot's stamp on cli if the stamp is still old
+// (its mod revision); it returns next as written (with its mod revision and
+// value), and ok false when old was no longer the stamp.
+func swapStamp(ctx context.Context, cli *clientv3.Client, slot int, old, next slotStamp) (slotStamp, bool, error) {
+	key, val := stampKey(slot), next.encode()
+	tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", old.mod)).
+		Then(clientv3.OpPut(key, val)).Commit()
+	if err != nil {
+		return slotStamp{}, false, ctxErr(ctx, err)
+	}
+	next.mod, next.raw = tr.Header.Revision, []byte(val)
+	return next, tr.Succeeded, nil
+}
+
+// ended is the error of a move that finds a stamp of a later epoch, or of
+// its own in a state it never writes there.
+func (mv *mover) ended(where string, st slotStamp) error {
+	return fmt.Errorf("%w: the stamp on %s is %s under move %d (this move is %d)", ErrMoveAborted, where, st.State, st.Move, mv.epoch)
+}
+
+// prepare stamps the slot "incoming" on the target (phase 2). A stamp
+// already active there under this move means another call of it activated
+// it: the move goes straight to its end.
+func (mv *mover) prepare(ctx context.Context) error {
+	for {
+		st, err := readStamp(ctx, mv.dst, mv.slot)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Move == mv.epoch && st.State == stampIncoming:
+			mv.incoming = st
+			return nil
+		case st.Move == mv.epoch && st.State == stampActive:
+			mv.active, mv.gen = true, st.Gen
+			return nil
+		case st.Move >= mv.epoch:
+			return mv.ended(mv.to, st)
+		}
+		// Over any stamp older than the move, an active one too (left by a
+		// restore, say): a stamp that is not active refuses every write.
+		next, ok, err := swapStamp(ctx, mv.dst, mv.slot, st, slotStamp{State: stampIncoming, From: mv.from, Move: mv.epoch})
+		if err != nil {
+			return err
+		}
+		if ok {
+			mv.incoming = next
+			mv.report("prepared", 0, 0)
+			return nil
+		}
+	}
+}
+
+// freeze re-writes the slot's stamp on the source as frozen, keeping its
+// generation (phase 3). Compare-and-swap: a RaiseGeneration re-stamping it
+// meanwhile is seen, and its generation kept, so the target is raised
+// above it.
+func (mv *mover) freeze(ctx context.Context) error {
+	for {
+		st, err := readStamp(ctx, mv.src, mv.slot)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.Move == mv.epoch && st.State == stampFrozen:
+			mv.frozen = st
+			return nil
+		case st.Move >= mv.epoch:
+			return mv.ended(mv.from, st)
+		}
+		next, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch})
+		if err != nil {
+			return err
+		}
+		if ok {
+			mv.frozen = next
+			mv.report("frozen", 0, 0)
+			return nil
+		}
+	}
+}
+
+// activate raises the target's generation above every generation any
+// cluster had and above the source's frozen stamp's, then stamps the slot
+// active there with it, only while the target's stamp is this move's
+// "incoming" (phase 6). When that compare fails, another call of this move
+// activated it (its generation stands), or the move was aborted.
+func (mv *mover) activate(ctx context.Context) error {
+	g, err := raiseGeneration(ctx, mv.r.root, mv.to, mv.dst, mv.frozen.Gen)
+	if err != nil {
+		return err
+	}
+	mv.gen = g
+	mv.report("raised", 0, 0)
+	_, ok, err := swapStamp(ctx, mv.dst, mv.slot, mv.incoming, slotStamp{State: stampActive, Gen: g, Move: mv.epoch})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		st, err := readStamp(ctx, mv.dst, mv.slot)
+		if err != nil {
+			return err
+		}
+		if st.Move != mv.epoch || st.State != stampActive {
+			return mv.ended(mv.to, st)
+		}
+		mv.gen = st.Gen
+	}
+	mv.active = true
+	mv.report("activated", 0, 0)
+	return nil
+}
