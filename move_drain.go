@@ -62,17 +62,17 @@ func (mv *mover) scan(ctx context.Context) error {
 // catchUp adds the names created on the source after the scan and up to
 // the freeze, from a watch of that window (a scan again when the window was
 // compacted away). After the freeze no key of the slot is created there.
+// The watch's range runs from the slot's stamp to the end of the layout's
+// keys ("etcdlock-shards/" sorts before "etcdlock/"), so it also sees the
+// freeze itself: the window ends with that event.
 func (mv *mover) catchUp(ctx context.Context) error {
 	if mv.names.rev >= mv.frozen.mod {
 		return nil
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := mv.src.Watch(wctx, keyRoot, clientv3.WithPrefix(), clientv3.WithRev(mv.names.rev+1),
-		clientv3.WithFilterDelete(), clientv3.WithProgressNotify())
-	if err := mv.src.RequestProgress(wctx); err != nil {
-		return ctxErr(ctx, err)
-	}
+	wch := mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRange(clientv3.GetPrefixRangeEnd(keyRoot)),
+		clientv3.WithRev(mv.names.rev+1), clientv3.WithFilterDelete())
 	for resp := range wch {
 		if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
 			return mv.scan(ctx)
@@ -81,10 +81,10 @@ func (mv *mover) catchUp(ctx context.Context) error {
 			return err
 		}
 		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision >= mv.frozen.mod {
+				return nil
+			}
 			mv.names.add(mv.slot, ev.Kv.Key)
-		}
-		if resp.Header.Revision >= mv.frozen.mod {
-			return nil
 		}
 	}
 	return ctxErr(ctx, ctx.Err())
@@ -237,7 +237,10 @@ func (mv *mover) force(ctx context.Context, keys map[string]*mvccpb.KeyValue) er
 			}
 			return ctxErr(ctx, err)
 		}
-		if st := stampOf(tr, 0); !tr.Succeeded && (len(st) == 0 || st[0].ModRevision != mv.frozen.mod) {
+		if tr.Succeeded {
+			continue
+		}
+		if st := stampOf(tr, 0); len(st) == 0 || st[0].ModRevision != mv.frozen.mod {
 			return mv.stampMoved(ctx)
 		}
 	}
