@@ -99,12 +99,12 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 			}
 		}()
 	}
-	cur, rev, err := q.leader(ctx, 0)
+	lr, err := q.leader(ctx, 0)
 	if err != nil {
 		return err
 	}
-	out.publish(cur)
-	return q.follow(ctx, cur, rev, out, b)
+	out.publish(lr.info)
+	return q.follow(ctx, lr.info, lr.rev, out, b)
 }
 
 // follow watches q from rev + 1 and publishes every change of the leader,
@@ -136,11 +136,11 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 			case cur.Key == "" && ev.Type == mvccpb.PUT,
 				key == cur.Key && ev.Type == mvccpb.DELETE:
 				// A first candidate, or the leader left: read who leads now.
-				next, _, err := q.leader(wctx, ev.Kv.ModRevision)
+				lr, err := q.leader(wctx, ev.Kv.ModRevision)
 				if err != nil {
 					return err
 				}
-				cur = next
+				cur = lr.info
 			case key == cur.Key && ev.Type == mvccpb.PUT:
 				cur = leaderInfo(ev.Kv) // proclaimed
 			default:

@@ -130,7 +130,7 @@ func (set *shardSet) child(ctx context.Context, s *Session, id string) (*Session
 		return nil, err
 	}
 	cs.root = s
-	cs.shard = &clusterSlots{id: id}
+	cs.shard = &clusterSlots{id: id, r: set.r}
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if s.Err() != nil { // closed meanwhile: Close did not see cs
