@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // stopInDrain starts a move of name's slot to id and stops it (its ctx
@@ -145,4 +150,69 @@ func TestReadsFrozenSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSlot(t, r, name, "c1", etcdlock.SlotActive, "", "")
+}
+
+// logSignal returns a logger and a channel closed when the logger first
+// logs a message that contains msg (at any level).
+func logSignal(msg string) (*zap.Logger, <-chan struct{}) {
+	core, _ := observer.New(zapcore.DebugLevel)
+	ch := make(chan struct{})
+	var once sync.Once
+	return zap.New(zapcore.RegisterHooks(core, func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, msg) {
+			once.Do(func() { close(ch) })
+		}
+		return nil
+	})), ch
+}
+
+// TestObserveDuringMove: when the leader resigns on a source whose slot is
+// moving, Observe does not report "no leader" (the leader may be about to
+// be elected on the target); once the map switches it reports the target's
+// state: nobody leads there, then the next leader.
+func TestObserveDuringMove(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	r := d.newShards(t)
+	name := d.nameOn(t, "c1")
+	s := session(t, r)
+	first, err := etcdlock.NewElection(s, name).Campaign(ctx, "on c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, decided := logSignal("observe: nobody leads here but the slot is moving")
+	seen := etcdlock.NewElection(session(t, r, etcdlock.WithLogger(log)), name).Observe(ctx)
+	awaitLeader(t, seen, "on c1")
+	d.stopInDrain(t, name, "c0", 1, r)
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case info := <-seen:
+		t.Fatalf("Observe reported %+v after the leader resigned while the slot moves", info)
+	case <-decided:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Observe never saw the leader resign")
+	}
+	select {
+	case info := <-seen:
+		t.Fatalf("Observe reported %+v after the leader resigned while the slot moves", info)
+	default:
+	}
+	d.move(t, name, "c0", etcdlock.MoveOptions{Resume: true}, r)
+	select {
+	case info := <-seen:
+		if info != (etcdlock.LeaderInfo{}) {
+			t.Fatalf("Observe after the move: %+v, want no leader (nobody leads on c0)", info)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Observe reported nothing after the move")
+	}
+	second, err := etcdlock.NewElection(s, name).Campaign(ctx, "on c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitLeader(t, seen, "on c0"); got.Token != second.Token() || got.Token <= first.Token() {
+		t.Fatalf("observed token %d, the leader's %d, the first's %d", got.Token, second.Token(), first.Token())
+	}
 }
