@@ -29,8 +29,8 @@ import (
 //     still sends the source's leaders and values, but not the zero
 //     LeaderInfo: nobody leading there may only mean the leader is
 //     elsewhere or about to be, so it sends nothing then;
-//   - when the map or the moves change (the move ends or is aborted), it
-//     reads the leader where the map then says, and goes on there.
+//   - when the map or the moves change (the move ends, say), it reads
+//     the leader where the map then says, and goes on there.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo, 1)
 	q, err := e.queue("observe")

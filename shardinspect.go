@@ -25,9 +25,9 @@ import (
 //     (new acquisitions wait for the move, and may be granted on the
 //     target as soon as the map switches).
 //   - SlotFrozen: no move is recorded, but the slot is not active there
-//     (the map was read before a move's switch, a move is being aborted,
-//     or the slot is stranded): nothing can be granted there now, and
-//     whether the name is held elsewhere is not known.
+//     (the map was read before a move's switch, or the slot is
+//     stranded): nothing can be granted there now, and whether the name
+//     is held elsewhere is not known.
 //
 // It returns an error wrapping ErrInvalidName for a bad name, and the
 // read's error otherwise.
