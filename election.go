@@ -72,10 +72,19 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 	})
 }
 
-// Leader returns the current leader. It returns an error wrapping ErrNoLeader
-// when nobody leads, ErrKindMismatch when the name is used by another kind of
-// recipe, ErrInvalidName or ErrInvalidArgument for bad input, and the read's
-// error otherwise.
+// Leader returns the current leader, read on the session's cluster (on a
+// sharded session, the cluster the map gives the name's slot: during a
+// move, the source, whose leader leads until its term ends in the drain).
+// It returns an error wrapping:
+//
+//   - ErrNoLeader when nobody leads;
+//   - ErrSlotMoving, on a sharded session, instead of ErrNoLeader when
+//     nobody leads there but the slot is not settled there (a move of it
+//     is recorded, or its stamp there is not active): whether anybody
+//     leads cannot be known until the move ends;
+//   - ErrKindMismatch when the name is used by another kind of recipe;
+//   - ErrInvalidName or ErrInvalidArgument for bad input;
+//   - the read's error otherwise.
 func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	q, err := e.queue("leader")
 	if err != nil {
@@ -84,35 +93,63 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if q.s, _, err = e.s.routeRead(ctx, e.name); err != nil {
 		return LeaderInfo{}, q.errorf(err)
 	}
-	info, _, err := q.leader(ctx, 0)
-	if err != nil {
+	lr, err := q.leader(ctx, 0)
+	switch {
+	case err != nil:
 		return LeaderInfo{}, q.errorf(ctxErr(ctx, err))
+	case lr.info != LeaderInfo{}:
+		return lr.info, nil
+	case !lr.settled:
+		return LeaderInfo{}, q.errorf(fmt.Errorf("%w: nobody leads on cluster %s, but slot %d is moving or not active there",
+			ErrSlotMoving, q.s.shard.id, SlotOf(q.name)))
 	}
-	if info == (LeaderInfo{}) {
-		return LeaderInfo{}, q.errorf(ErrNoLeader)
-	}
-	return info, nil
+	return LeaderInfo{}, q.errorf(ErrNoLeader)
 }
 
-// leader reads the first candidate of q at rev (0: now, linearizable).
-func (q queue) leader(ctx context.Context, rev int64) (LeaderInfo, int64, error) {
-	opts := clientv3.WithFirstCreate()
+// leaderRead is a read of an election's leader: who leads (zero: nobody)
+// and the revision read at; and whether the name's slot was settled on the
+// session's cluster then (always on a cluster that is not sharded; on a
+// sharded one, its stamp was active and no move of it was recorded).
+type leaderRead struct {
+	info    LeaderInfo
+	rev     int64
+	settled bool
+}
+
+// leader reads the first candidate of q at rev (0: now, linearizable), and
+// on a sharded session's cluster the slot's stamp at the same revision.
+func (q queue) leader(ctx context.Context, rev int64) (leaderRead, error) {
+	var at []clientv3.OpOption
 	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+		at = append(at, clientv3.WithRev(rev))
 	}
-	resp, err := q.s.cli.Get(ctx, q.dir, opts...)
-	if err != nil {
-		return LeaderInfo{}, 0, err
+	first := clientv3.OpGet(q.dir, append(clientv3.WithFirstCreate(), at...)...)
+	lr := leaderRead{settled: true}
+	var kvs []*mvccpb.KeyValue
+	if c := q.s.shard; c != nil {
+		slot := SlotOf(q.name)
+		resp, err := q.s.cli.Txn(ctx).Then(first, clientv3.OpGet(stampKey(slot), at...)).Commit()
+		if err != nil {
+			return leaderRead{}, err
+		}
+		kvs, lr.rev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
+		lr.settled = c.settled(slot, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
+	} else {
+		resp, err := q.s.cli.Do(ctx, first)
+		if err != nil {
+			return leaderRead{}, err
+		}
+		kvs, lr.rev = resp.Get().Kvs, resp.Get().Header.Revision
 	}
-	if len(resp.Kvs) == 0 {
-		return LeaderInfo{}, resp.Header.Revision, nil
+	if len(kvs) == 0 {
+		return lr, nil
 	}
-	kv := resp.Kvs[0]
-	if tag := tagOf(q.dir, string(kv.Key)); tag != q.tag {
+	if tag := tagOf(q.dir, string(kvs[0].Key)); tag != q.tag {
 		kind, _ := kindOfTag(tag)
-		return LeaderInfo{}, 0, fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
+		return leaderRead{}, fmt.Errorf("%w: name is used by a %s", ErrKindMismatch, kind)
 	}
-	return leaderInfo(kv), resp.Header.Revision, nil
+	lr.info = leaderInfo(kvs[0])
+	return lr, nil
 }
 
 func leaderInfo(kv *mvccpb.KeyValue) LeaderInfo {

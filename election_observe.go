@@ -20,6 +20,17 @@ import (
 // re-watches across compactions, etcd elections and reconnects, logging the
 // errors; it closes the channel when ctx ends (at once for an invalid name or
 // a nil session) or when the session's client is closed.
+//
+// On a sharded session it follows the cluster the map gives the name's
+// slot, and moves with the slot:
+//
+//   - while the slot is settled there (active, no move recorded), as above;
+//   - while a move of it is recorded, or its stamp there is not active, it
+//     still sends the source's leaders and values, but not the zero
+//     LeaderInfo: nobody leading there may only mean the leader is
+//     elsewhere or about to be, so it sends nothing then;
+//   - when the map or the moves change (the move ends, say), it reads
+//     the leader where the map then says, and goes on there.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo, 1)
 	q, err := e.queue("observe")
@@ -99,12 +110,25 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 			}
 		}()
 	}
-	cur, rev, err := q.leader(ctx, 0)
+	lr, err := q.leader(ctx, 0)
 	if err != nil {
 		return err
 	}
-	out.publish(cur)
-	return q.follow(ctx, cur, rev, out, b)
+	q.report(out, lr)
+	return q.follow(ctx, lr.info, lr.rev, out, b)
+}
+
+// report publishes the leader read, unless nobody leads and the slot is
+// not settled on this cluster: nobody leading may then only mean that the
+// leader is elsewhere, or about to be, so nothing is sent until it settles
+// (observeOnce runs again when the map or the moves change).
+func (q queue) report(out *latest, lr leaderRead) {
+	if lr.info == (LeaderInfo{}) && !lr.settled {
+		q.s.log.Debug("observe: nobody leads here but the slot is moving; waiting for it to settle",
+			zap.String("election", q.name), zap.Int("slot", SlotOf(q.name)), zap.Int64("revision", lr.rev))
+		return
+	}
+	out.publish(lr.info)
 }
 
 // follow watches q from rev + 1 and publishes every change of the leader,
@@ -136,17 +160,16 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 			case cur.Key == "" && ev.Type == mvccpb.PUT,
 				key == cur.Key && ev.Type == mvccpb.DELETE:
 				// A first candidate, or the leader left: read who leads now.
-				next, _, err := q.leader(wctx, ev.Kv.ModRevision)
+				lr, err := q.leader(wctx, ev.Kv.ModRevision)
 				if err != nil {
 					return err
 				}
-				cur = next
+				cur = lr.info
+				q.report(out, lr)
 			case key == cur.Key && ev.Type == mvccpb.PUT:
 				cur = leaderInfo(ev.Kv) // proclaimed
-			default:
-				continue
+				out.publish(cur)
 			}
-			out.publish(cur)
 		}
 	}
 }

@@ -71,6 +71,12 @@ var (
 	// a cluster whose revision is past MaxRevision: its token could not
 	// carry the generation. Nothing is held then.
 	ErrTokenOverflow = errors.New("etcdlock: token overflow")
+	// ErrSlotMoving is returned by Election.Leader on a sharded session
+	// when nobody leads on the cluster the map gives the name's slot while
+	// that slot is not settled there (a move of it is recorded, or its
+	// stamp there is not active): the leader may be elsewhere, or about to
+	// be, so nobody leading cannot be known until the move ends.
+	ErrSlotMoving = errors.New("etcdlock: slot moving")
 )
 
 // Error is the error of an operation of the package: on a named lock,

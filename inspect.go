@@ -58,6 +58,11 @@ type LockState struct {
 	Cluster    string
 	Slot       int
 	Generation int64
+	// Set by Shards.Describe only: whether the state read is all of the
+	// name's (SlotActive), or the slot is moving (SlotMoving, and Move is
+	// the move) or not active on Cluster (SlotFrozen); see Shards.Describe.
+	SlotStatus string
+	Move       *MoveInfo
 }
 
 // Describe reads the holders and waiters of name in one linearizable read.

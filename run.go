@@ -100,6 +100,7 @@ func (r *runner) session(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	ns.root = r.caller.origin()
+	ns.member = r.s.member // the same cluster: refused as the caller's was
 	r.closeOwned()
 	r.owned, r.s = ns, ns
 	r.log = ns.log.With(zap.String(r.what, r.q.name))

@@ -44,6 +44,9 @@ type Session struct {
 	// shard is set on a sharded session's session of one cluster: the
 	// stamps of that cluster's slots (slotguard.go).
 	shard *clusterSlots
+	// member is set on a plain session (NewSession) of a member cluster
+	// of a sharded deployment: route refuses its acquisitions.
+	member bool
 	// root is the caller's session that a Run opened this one to replace
 	// (set by Run before first use); nil otherwise (see origin).
 	root   *Session
@@ -74,14 +77,25 @@ type Session struct {
 }
 
 // NewSession grants a lease of the configured TTL on cli and keeps it alive
-// until Close or loss. ctx bounds only the lease grant. It returns an error
-// wrapping ErrInvalidArgument for a nil client or an invalid option, and the
-// grant's error (wrapping ctx's) when the grant fails; nothing is left behind
-// then. Closing cli ends its sessions with ErrSessionExpired.
+// until Close or loss. ctx bounds only the lease grant and one read before
+// it (whether cli's cluster is a member of a sharded deployment). It
+// returns an error wrapping ErrInvalidArgument for a nil client or an
+// invalid option, and the read's or the grant's error (wrapping ctx's)
+// when it fails; nothing is left behind then. Closing cli ends its
+// sessions with ErrSessionExpired.
 //
 // On a cluster of a sharded deployment use NewShardedSession instead: a
 // plain session's writes do not compare the slot's stamp, so a move of the
 // slot could not freeze them, and a name could be held on two clusters.
+// So NewSession reads whether the cluster is a member: whether it holds
+// etcdlock-shards/generation (every cluster CreateShards records, and one
+// of AddCluster once a slot moved to it). On a member the session opens,
+// but every acquisition on it (Lock, TryLock, RLock, Acquire, Campaign,
+// LockAll, Run, RunOnce and their Try forms) returns an error wrapping
+// ErrInvalidArgument that says to use NewShardedSession, and writes
+// nothing; reads (Describe, Leader, Observe) work. A user whom etcd does
+// not let read etcdlock-shards/ is taken for one on a cluster that is not
+// sharded.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	var missing error
 	if cli == nil {
@@ -91,7 +105,16 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...SessionOption
 	if err != nil {
 		return nil, err
 	}
-	return newSession(ctx, cli, o)
+	member, err := shardMember(ctx, cli, o.logger)
+	if err != nil {
+		return nil, newError("new session", "", err)
+	}
+	s, err := newSession(ctx, cli, o)
+	if err != nil {
+		return nil, err
+	}
+	s.member = member
+	return s, nil
 }
 
 // parseSessionOptions applies opts to the defaults and checks them; missing

@@ -13,33 +13,82 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Describe is Describe on the cluster that owns name's slot now (during a
-// move, the source until the map switches); the state also names that
-// cluster, the slot and the slot's generation there.
+// Describe is Describe on the cluster the map gives name's slot now,
+// read in one request with the slot's stamp there. The state also names
+// that cluster, the slot and the slot's generation there, and says in
+// SlotStatus whether what it read is all of the name's state:
+//
+//   - SlotActive: it is (the slot is active there and no move of it is
+//     recorded).
+//   - SlotMoving: a move of the slot is recorded (Move): the holders and
+//     waiters are the source's, draining; a name with none is not free
+//     (new acquisitions wait for the move, and may be granted on the
+//     target as soon as the map switches).
+//   - SlotFrozen: no move is recorded, but the slot is not active there
+//     (the map was read before a move's switch, or the slot is
+//     stranded): nothing can be granted there now, and whether the name
+//     is held elsewhere is not known.
+//
+// It returns an error wrapping ErrInvalidName for a bad name, and the
+// read's error otherwise.
 func (r *Shards) Describe(ctx context.Context, name string) (*LockState, error) {
-	p, cli, err := r.Where(ctx, name)
+	p, cli, err := r.place(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	st, err := Describe(ctx, cli, name)
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(namePrefix(name), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), clientv3.OpGet(stampKey(p.Slot))).Commit()
 	if err != nil {
-		return nil, err
+		return nil, newError("describe", name, ctxErr(ctx, err))
 	}
-	st.Cluster, st.Slot, st.Generation = p.Cluster, p.Slot, p.Generation
-	return st, nil
+	r.settle(&p, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
+	st := buildState(name, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
+	st.Cluster, st.Slot, st.Generation, st.SlotStatus, st.Move = p.Cluster, p.Slot, p.Generation, p.Status, p.Move
+	return &st, nil
 }
+
+// The status of a name's slot on the cluster the map gives it
+// (Placement.Status, LockState.SlotStatus; see Shards.Describe).
+const (
+	SlotActive = "active" // active there, no move recorded
+	SlotMoving = "moving" // a move of the slot is recorded
+	SlotFrozen = "frozen" // no move recorded, but not active there
+)
 
 // Placement is where a name lives in a sharded deployment.
 type Placement struct {
 	Cluster    string // the cluster the map gives its slot now
 	Slot       int
 	Generation int64 // of the slot's stamp there: the generation of its new tokens
+	// Status is SlotActive, SlotMoving or SlotFrozen (see Shards.Describe).
+	Status string
+	// Move is the slot's move in progress (Status SlotMoving), as the map
+	// watch last saw it; nil otherwise.
+	Move *MoveInfo
 }
 
 // Where returns where name lives now, read from the map and the slot's
-// stamp on its cluster, and that cluster's client. It returns an error
-// wrapping ErrInvalidName for a bad name, and the read's error otherwise.
+// stamp on its cluster, and that cluster's client. Its Status says
+// whether the slot is settled there (SlotActive), moving (SlotMoving:
+// Move says from where to where) or not active there with no move
+// recorded (SlotFrozen); see Describe. It returns an error wrapping
+// ErrInvalidName for a bad name, and the read's error otherwise.
 func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
+	p, cli, err := r.place(ctx, name)
+	if err != nil {
+		return Placement{}, nil, err
+	}
+	resp, err := cli.Get(ctx, stampKey(p.Slot))
+	if err != nil {
+		return Placement{}, nil, newError("describe", name, ctxErr(ctx, err))
+	}
+	r.settle(&p, decodeStamp(resp.Kvs))
+	return p, cli, nil
+}
+
+// place returns the cluster and slot of name by the map, and the
+// cluster's client.
+func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
 	if err := validateName(name); err != nil {
 		return Placement{}, nil, newError("describe", "", err)
 	}
@@ -50,12 +99,21 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 	if err != nil {
 		return Placement{}, nil, newError("describe", name, err)
 	}
-	resp, err := cli.Get(ctx, stampKey(p.Slot))
-	if err != nil {
-		return Placement{}, nil, newError("describe", name, ctxErr(ctx, err))
-	}
-	p.Generation = decodeStamp(resp.Kvs).Gen
 	return p, cli, nil
+}
+
+// settle fills in p's generation and status from the slot's stamp on
+// p.Cluster (st) and the moves the map watch last saw.
+func (r *Shards) settle(p *Placement, st slotStamp) {
+	p.Generation = st.Gen
+	switch mi, moving := r.Moving(p.Slot); {
+	case moving:
+		p.Status, p.Move = SlotMoving, &mi
+	case st.active():
+		p.Status = SlotActive
+	default:
+		p.Status = SlotFrozen
+	}
 }
 
 // List is List over every cluster of the map, merged and sorted by name; a

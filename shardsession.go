@@ -3,7 +3,9 @@ package etcdlock
 // This file holds the sharded session: a Session whose names live on
 // several clusters. It holds no lease of its own; on first use of a cluster
 // it opens a session there (a child) with its own options, and routes each
-// acquisition to the child of the cluster that owns the name's slot.
+// acquisition to the child of the cluster that owns the name's slot. It
+// also holds the check that keeps a plain session from acquiring on a
+// member cluster (shardMember, route).
 
 import (
 	"context"
@@ -12,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
@@ -70,8 +74,13 @@ func NewShardedSession(ctx context.Context, r *Shards, opts ...SessionOption) (*
 // sharded; else the session on the cluster that owns name's slot, once the
 // slot's stamp there is active. While the slot is moving it waits for the
 // move to finish (until ctx ends), unless try: then it returns ErrLocked.
+// Every acquisition goes through here: a plain session of a member cluster
+// is refused here (errShardMember).
 func (s *Session) route(ctx context.Context, name string, try bool) (*Session, error) {
 	if s.shards == nil {
+		if s.member {
+			return nil, errShardMember
+		}
 		return s, nil
 	}
 	slot := SlotOf(name)
@@ -104,6 +113,34 @@ func (s *Session) route(ctx context.Context, name string, try bool) (*Session, e
 	}
 }
 
+// shardMember reports whether cli's cluster is a member of a sharded
+// deployment: whether it holds the generation key (one count-only read).
+// The read is serializable, so that a member cut off from its leader still
+// answers it (the grant then goes on to another member): the key is
+// created before the cluster holds any slot and never deleted, so only a
+// member that lags behind the cluster's first slot could miss it. A user
+// who may not read it is taken for one on a cluster that is not sharded
+// (logged at debug); a closed client is left to newSession.
+func shardMember(ctx context.Context, cli *clientv3.Client, log *zap.Logger) (bool, error) {
+	if cli.Ctx().Err() != nil {
+		return false, nil
+	}
+	resp, err := cli.Get(ctx, generationKey, clientv3.WithCountOnly(), clientv3.WithSerializable())
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		log.Debug("new session: may not read "+generationKey+"; taking the cluster for one that is not sharded", zap.Error(err))
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read %s: %w", generationKey, ctxErr(ctx, err))
+	}
+	return resp.Count > 0, nil
+}
+
+// errShardMember refuses an acquisition of a plain session on a member
+// cluster of a sharded deployment (see NewSession).
+var errShardMember = fmt.Errorf("%w: the cluster is part of a sharded deployment (it holds %s): "+
+	"open the session with NewShardedSession", ErrInvalidArgument, generationKey)
+
 // child returns the live session of s on cluster id, opening it (again,
 // after a loss) as needed.
 func (set *shardSet) child(ctx context.Context, s *Session, id string) (*Session, error) {
@@ -130,7 +167,7 @@ func (set *shardSet) child(ctx context.Context, s *Session, id string) (*Session
 		return nil, err
 	}
 	cs.root = s
-	cs.shard = &clusterSlots{id: id}
+	cs.shard = &clusterSlots{id: id, r: set.r}
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if s.Err() != nil { // closed meanwhile: Close did not see cs

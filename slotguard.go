@@ -31,6 +31,7 @@ var errSlotMoved = errors.New("the name's slot moved")
 // clusterSlots is a cluster session's knowledge of its cluster's stamps.
 type clusterSlots struct {
 	id string
+	r  *Shards // the deployment, for its moves
 
 	mu     sync.Mutex
 	stamps map[int]slotStamp // as last read
@@ -52,6 +53,17 @@ func (c *clusterSlots) stamp(ctx context.Context, s *Session, slot int) (slotSta
 	st = decodeStamp(resp.Kvs)
 	c.learn(slot, st)
 	return st, nil
+}
+
+// settled reports whether slot is settled on c's cluster, its stamp there
+// being st: the stamp is active and no move of the slot is recorded (as
+// the map watch last saw the moves).
+func (c *clusterSlots) settled(slot int, st slotStamp) bool {
+	if !st.active() {
+		return false
+	}
+	_, moving := c.r.Moving(slot)
+	return !moving
 }
 
 // learn records st if it is newer than what c knows.

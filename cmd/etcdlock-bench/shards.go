@@ -190,17 +190,11 @@ func freeOnce(ctx context.Context, d *deployment, ttl time.Duration, leases int)
 		return 0, 0, err
 	}
 	defer flaky.Close()
-	holder, err := etcdlock.NewSession(ctx, flaky, etcdlock.WithTTL(ttl))
+	holder, waiter, name, done, err := freeParties(ctx, d, flaky, ttl)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer holder.Close()
-	waiter, err := etcdlock.NewSession(ctx, d.clients["c0"], etcdlock.WithTTL(ttl))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer waiter.Close()
-	name := "bench/free"
+	defer done()
 	if _, err := etcdlock.NewMutex(holder, name).Lock(ctx); err != nil {
 		return 0, 0, err
 	}
@@ -240,6 +234,44 @@ func freeOnce(ctx context.Context, d *deployment, ttl time.Duration, leases int)
 		time.Sleep(50 * time.Millisecond)
 	}
 	return at.Sub(died), time.Since(died), nil
+}
+
+// freeParties opens the free-time holder and waiter, sharded sessions of
+// TTL ttl (a plain session acquires nothing on a member cluster), and picks
+// a name that lives on c0. The holder reaches c0 through flaky (its own
+// Shards dials c0 so, and closes flaky with it). done closes them.
+func freeParties(ctx context.Context, d *deployment, flaky *clientv3.Client, ttl time.Duration) (holder, waiter *etcdlock.Session, name string, done func(), err error) {
+	hs, err := etcdlock.NewShards(ctx, d.clients["c0"], etcdlock.WithDialer(
+		func(_ context.Context, id string, _ []string) (*clientv3.Client, error) {
+			if id != "c0" {
+				return nil, fmt.Errorf("the holder uses c0 only, not %s", id)
+			}
+			return flaky, nil
+		}))
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	if holder, err = etcdlock.NewShardedSession(ctx, hs, etcdlock.WithTTL(ttl)); err == nil {
+		waiter, err = etcdlock.NewShardedSession(ctx, d.shards, etcdlock.WithTTL(ttl))
+	}
+	done = func() {
+		for _, s := range []*etcdlock.Session{waiter, holder} {
+			if s != nil {
+				_ = s.Close()
+			}
+		}
+		_ = hs.Close()
+	}
+	if err != nil {
+		done()
+		return nil, nil, "", nil, err
+	}
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("bench/free-%d", i)
+		if id, _ := d.shards.ClusterOf(name); id == "c0" {
+			return holder, waiter, name, done, nil
+		}
+	}
 }
 
 // fillLeases grants n leases of ttl that nobody keeps alive: the sessions
