@@ -1,0 +1,132 @@
+package shards_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestRaiseFreezesASlotThatMovedAway: a cluster restored from a snapshot
+// taken while it owned a slot holds that slot's stamp active again,
+// though the slot moved away since. RaiseGeneration must not re-stamp it
+// active with a raised generation (a client with a stale map would be
+// granted there, with a token above the real holder's): it freezes it,
+// and re-stamps only the slots the root gives the cluster.
+func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	name, kept := d.nameOn(t, "c0"), d.nameOn(t, "c0")
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	snap, err := d.clients["c0"].Get(ctx, key)
+	if err != nil || len(snap.Kvs) != 1 {
+		t.Fatalf("the stamp before the move: %v, %v", snap, err)
+	}
+	d.move(t, name, "c1", etcdlock.MoveOptions{})
+	// The restore, as far as this slot goes: its stamp as the snapshot had it.
+	if _, err := d.clients["c0"].Put(ctx, key, string(snap.Kvs[0].Value)); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.admin.RaiseGeneration(ctx, "c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.stamp(t, "c0", name); st.State == "active" {
+		t.Fatalf("the moved slot's stamp on the restored cluster: %+v, want frozen", st)
+	}
+	if st := d.stamp(t, "c0", kept); st.State != "active" || st.Gen != g {
+		t.Fatalf("an owned slot's stamp: %+v, want active at generation %d", st, g)
+	}
+	if st := d.stamp(t, "c1", name); st.State != "active" {
+		t.Fatalf("the slot's stamp on its owner: %+v", st)
+	}
+}
+
+// TestMoveToADeadClusterRecordsNothing: a move to a cluster whose
+// endpoints do not answer fails with ErrUnavailable before it records or
+// freezes anything; the name stays free to take at once.
+func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
+	d := startDeployment(t, 1)
+	ctx := testCtx(t, time.Minute)
+	if err := etcdlock.AddCluster(ctx, d.root, "gone", []string{"127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	name := d.nameOn(t, "c0")
+	err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "gone", etcdlock.MoveOptions{})
+	if !errors.Is(err, etcdlock.ErrUnavailable) {
+		t.Fatalf("a move to a dead cluster: %v, want ErrUnavailable", err)
+	}
+	if resp, err := d.root.Get(ctx, "etcdlock-shards/moves/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("move records: %v, %v", resp, err)
+	}
+	if st := d.stamp(t, "c0", name); st.State != "active" {
+		t.Fatalf("the source's stamp: %+v", st)
+	}
+	l, err := etcdlock.NewMutex(session(t, d.newShards(t)), name).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after the refused move: %v", err)
+	}
+	_ = l.Unlock(ctx)
+}
+
+// TestMoveRightAfterAddCluster: a cluster added a moment ago, before the
+// map watch of the process reports it, is a known target.
+func TestMoveRightAfterAddCluster(t *testing.T) {
+	d := startDeployment(t, 1)
+	ctx := testCtx(t, time.Minute)
+	name := d.nameOn(t, "c0")
+	for i := range 2 {
+		id := fmt.Sprintf("n%d", i)
+		extra := embedtest.Start(t, embedtest.WithMembers(1))
+		if err := etcdlock.AddCluster(ctx, d.root, id, extra.Endpoints()); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), id, etcdlock.MoveOptions{}); err != nil {
+			t.Fatalf("move to %s right after adding it: %v", id, err)
+		}
+	}
+}
+
+// TestAbortMove: a move waiting in its drain is aborted: the source grants
+// again at once, the stalled mover writes nothing more when it wakes
+// (ErrMoveAborted), and the target never becomes active.
+func TestAbortMove(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	r := d.newShards(t)
+	name := d.nameOn(t, "c0")
+	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
+	phases := make(chan etcdlock.MoveProgress, 100)
+	moved := make(chan error, 1)
+	go func() {
+		moved <- d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+	}()
+	awaitPhase(t, phases, "draining", 1)
+	waiter := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
+	if err := d.admin.AbortMove(ctx, 5000); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+		t.Fatalf("abort of a slot out of range: %v", err)
+	}
+	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := <-waiter
+	if g.err != nil || len(d.keysOf(t, "c0", name)) != 1 || g.l.Token() <= holder.Token() {
+		t.Fatalf("the waiter after the abort: %v (keys on the source %v)", g.err, d.keysOf(t, "c0", name))
+	}
+	if err := <-moved; !errors.Is(err, etcdlock.ErrMoveAborted) {
+		t.Fatalf("the aborted mover: %v, want ErrMoveAborted", err)
+	}
+	if st := d.stamp(t, "c1", name); st.State == "active" {
+		t.Fatalf("the target's stamp: %+v", st)
+	}
+	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+		t.Fatalf("abort with no move recorded: %v", err)
+	}
+}
