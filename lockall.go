@@ -81,11 +81,23 @@ func lockAllQueues(s *Session, names []string) ([]queue, error) {
 // of one name's.
 func lockAll(ctx context.Context, s *Session, names []string, try bool) (*Locks, error) {
 	for {
-		ls, err := lockAllOnce(ctx, s, names, try)
-		if !errors.Is(err, errSlotMoved) {
+		ls, qs, err := lockAllOnce(ctx, s, names, try)
+		if !errors.Is(err, errSlotMoved) && !anyForcedAway(ctx, qs, err) {
 			return ls, err
 		}
 	}
+}
+
+// anyForcedAway reports whether err is the loss of a key of qs to a move's
+// ForceAfter (see queue.forcedAway): the names share a cluster, not
+// always a slot, so each is asked.
+func anyForcedAway(ctx context.Context, qs []queue, err error) bool {
+	for _, q := range qs {
+		if q.s != nil && q.forcedAway(ctx, err) {
+			return true
+		}
+	}
+	return false
 }
 
 // routeAll puts every queue of qs on the session that holds its name (see
@@ -104,13 +116,13 @@ func routeAll(ctx context.Context, s *Session, qs []queue, try bool) error {
 	return nil
 }
 
-func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, err error) {
-	qs, err := lockAllQueues(s, names)
+func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, qs []queue, err error) {
+	qs, err = lockAllQueues(s, names)
 	if err != nil {
-		return nil, allError(err)
+		return nil, nil, allError(err)
 	}
 	if err := routeAll(ctx, s, qs, try); err != nil {
-		return nil, allError(err)
+		return nil, nil, allError(err)
 	}
 	s = qs[0].s
 	start := time.Now()
@@ -125,11 +137,11 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 		}
 	}()
 	if err := s.wanted(ctx); err != nil {
-		return nil, allError(err)
+		return nil, qs, allError(err)
 	}
 	for _, q := range qs {
 		if err := q.wouldDeadlock(ctx); err != nil {
-			return nil, q.errorf(err)
+			return nil, qs, q.errorf(err)
 		}
 	}
 	opCtx, done := s.bound(ctx)
@@ -143,9 +155,9 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 		}
 	}
 	if err != nil {
-		return nil, allError(s.cause(ctx, err))
+		return nil, qs, allError(s.cause(ctx, err))
 	}
-	return newLocks(ws), nil
+	return newLocks(ws), qs, nil
 }
 
 // allError wraps err of LockAll, unless it names its lock already.

@@ -15,8 +15,9 @@ import (
 //     move's epoch (compare-and-swap), so no call of the move can activate
 //     it afterwards, however late it wakes;
 //  2. unfreeze the source: its stamp is written active under the move's
-//     epoch, with the generation it had (so a call of the move that has not
-//     frozen it yet never will);
+//     epoch, with the generation it had or the source's own if that is
+//     higher (a RaiseGeneration meanwhile), so a call of the move that has
+//     not frozen it yet never will;
 //  3. delete the move record; the slot's waiters route again.
 //
 // The target is fenced before the source is unfrozen, so the slot is never
@@ -106,7 +107,13 @@ func (mv *mover) unfreeze(ctx context.Context) error {
 		case st.Move > mv.epoch:
 			return mv.ended(mv.from, st)
 		}
-		_, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampActive, Gen: st.Gen, Move: mv.epoch})
+		// At the source's generation if a raise (after a restore) went
+		// past the stamp's: its revisions may have gone back.
+		gen, _, err := readGeneration(ctx, mv.src)
+		if err != nil {
+			return err
+		}
+		_, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampActive, Gen: max(st.Gen, gen), Move: mv.epoch})
 		if err != nil || ok {
 			return err
 		}

@@ -8,6 +8,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -26,7 +27,7 @@ func (mv *mover) records(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 	}
 	sort.Strings(names)
 	var out []*mvccpb.KeyValue
-	for len(names) > 0 {
+	for first := true; first || len(names) > 0; first = false { // one guarded read at least
 		n := min(len(names), namesPerRead)
 		ops := make([]clientv3.Op, n)
 		for i, name := range names[:n] {
@@ -117,23 +118,44 @@ func (mv *mover) switchMap(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		done := m.owner[mv.slot] == mv.to
 		m.owner[mv.slot] = mv.to
 		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
 			clientv3.Compare(clientv3.ModRevision(moveKey(mv.slot)), "=", mv.rec)).
 			Then(clientv3.OpPut(mapKey, m.encode()), clientv3.OpDelete(moveKey(mv.slot))).
-			Else(clientv3.OpGet(moveKey(mv.slot), clientv3.WithCountOnly())).Commit()
+			Else(clientv3.OpGet(moveKey(mv.slot)), clientv3.OpGet(mapKey)).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
 		}
 		if tr.Succeeded {
 			return nil
 		}
-		if tr.Responses[0].GetResponseRange().Count == 0 {
-			if done {
-				return nil
-			}
-			return fmt.Errorf("%w: the move record of slot %d is gone and the map does not name %s", ErrMoveAborted, mv.slot, mv.to)
+		if err := mv.switched(tr); err != errMapChanged {
+			return err
 		}
 	}
+}
+
+// errMapChanged: the switch's Txn failed only because the map changed
+// (another slot's move): try again.
+var errMapChanged = errors.New("the map changed")
+
+// switched tells, from the Else reads of a failed switch (the move record,
+// the map, at one revision), how it ends: nil when the record is gone and
+// the map names the target (another call of this move switched it);
+// ErrMoveAborted when the record is gone otherwise, or is another move's;
+// errMapChanged when the record is still this move's.
+func (mv *mover) switched(tr *clientv3.TxnResponse) error {
+	rkvs, mkvs := tr.Responses[0].GetResponseRange().Kvs, tr.Responses[1].GetResponseRange().Kvs
+	if len(rkvs) > 0 {
+		if rkvs[0].CreateRevision == mv.epoch {
+			return errMapChanged
+		}
+		return fmt.Errorf("%w: slot %d is under another move now", ErrMoveAborted, mv.slot)
+	}
+	if len(mkvs) > 0 {
+		if m, err := decodeMap(mkvs[0]); err == nil && m.owner[mv.slot] == mv.to {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the move record of slot %d is gone and the map does not name %s", ErrMoveAborted, mv.slot, mv.to)
 }

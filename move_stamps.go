@@ -93,7 +93,9 @@ func (mv *mover) freeze(ctx context.Context) error {
 		case st.Move == mv.epoch && st.State == stampFrozen:
 			mv.frozen = st
 			return nil
-		case st.Move >= mv.epoch:
+		case st.Move >= mv.epoch, mv.active:
+			// Active on the target under this move, its freeze came first:
+			// a source stamp older than the move is a restore's.
 			return mv.ended(mv.from, st)
 		}
 		next, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch})

@@ -232,9 +232,8 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 			continue
 		}
 		next := st
-		if owned.gives(slot, st) {
-			next.Gen = g
-		} else {
+		next.Gen = g
+		if !owned.gives(slot, st) {
 			next.State = stampFrozen
 		}
 		if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
@@ -275,15 +274,25 @@ func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
 }
 
 // gives reports whether an active stamp st of slot on the cluster is one
-// the root gives it: the map names it; or a move to it, recorded, wrote st;
-// or st was written by a move (or an abort) recorded after the root was
-// read. Any other active stamp is left from before a restore.
+// the root gives it: st was written by a move (or an abort) recorded after
+// the root was read; or a move to it, recorded, wrote st; or no move of
+// the slot is recorded and the map names it. Any other active stamp is
+// left from before a restore (or is the source's of a move under way).
 func (o ownership) gives(slot int, st slotStamp) bool {
-	if o.m.owner[slot] == o.id || st.Move > o.rev {
+	if st.Move > o.rev {
 		return true
 	}
-	rec, ok := o.moves[slot]
-	return ok && rec.To == o.id && rec.epoch == st.Move
+	rec, moving := o.moves[slot]
+	switch {
+	case moving && rec.To == o.id:
+		return rec.epoch == st.Move
+	case moving && rec.From == o.id:
+		// The move froze (or will freeze) it; an active stamp from before
+		// the move may be a restore's, while the target is active already.
+		// Frozen, it refuses writes; an abort gives it back.
+		return false
+	}
+	return o.m.owner[slot] == o.id
 }
 
 // AddCluster records a new member cluster on root, with no slots (move
