@@ -83,6 +83,18 @@ func (mv *mover) dropCompletions(ctx context.Context) error {
 			return err
 		}
 	}
+	err := mv.dropOnce(ctx)
+	if errors.Is(err, ErrMoveAborted) {
+		// A RaiseGeneration (after a restore of the source) re-wrote the
+		// frozen stamp: freeze it again under this move, and drop again.
+		if ferr := mv.freeze(ctx); ferr == nil {
+			err = mv.dropOnce(ctx)
+		}
+	}
+	return err
+}
+
+func (mv *mover) dropOnce(ctx context.Context) error {
 	recs, err := mv.records(ctx)
 	if err != nil {
 		return err

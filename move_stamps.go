@@ -93,11 +93,15 @@ func (mv *mover) freeze(ctx context.Context) error {
 		case st.Move == mv.epoch && st.State == stampFrozen:
 			mv.frozen = st
 			return nil
-		case st.Move >= mv.epoch, mv.active:
+		case st.Move >= mv.epoch, mv.active && st.State == stampActive:
 			// Active on the target under this move, its freeze came first:
-			// a source stamp older than the move is a restore's.
+			// an active source stamp older than the move is a restore's
+			// (RaiseGeneration freezes it).
 			return mv.ended(mv.from, st)
 		}
+		// Not active, older than the move while the target is active under
+		// it: a RaiseGeneration after a restore froze it. Frozen again under
+		// this move, it guards the rest of the move's writes there.
 		next, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch})
 		if err != nil {
 			return err

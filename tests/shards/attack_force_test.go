@@ -14,12 +14,20 @@ import (
 // waiter must wait for the move and be granted on the target (never fail
 // with ErrLockLost).
 func TestAttackForceWaitersOfEveryKind(t *testing.T) {
-	kinds := []struct {
-		name string
-		hold func(ctx context.Context, s *etcdlock.Session, n string) error
-		wait func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error)
-		keys int // keys of the holder
-	}{
+	for _, k := range forcedKinds() {
+		t.Run(k.name, func(t *testing.T) { checkForcedWaiter(t, k) })
+	}
+}
+
+// forcedKind is a holder and a waiter of one kind of acquisition.
+type forcedKind struct {
+	name string
+	hold func(ctx context.Context, s *etcdlock.Session, n string) error
+	wait func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error)
+}
+
+func forcedKinds() []forcedKind {
+	return []forcedKind{
 		{"LockAll", func(ctx context.Context, s *etcdlock.Session, n string) error {
 			_, err := etcdlock.NewMutex(s, n).Lock(ctx)
 			return err
@@ -30,7 +38,7 @@ func TestAttackForceWaitersOfEveryKind(t *testing.T) {
 			}
 			defer ls.Unlock(ctx)
 			return ls.Lock(n).Token(), nil
-		}, 1},
+		}},
 		{"RWMutex", func(ctx context.Context, s *etcdlock.Session, n string) error {
 			_, err := etcdlock.NewRWMutex(s, n).RLock(ctx)
 			return err
@@ -41,7 +49,7 @@ func TestAttackForceWaitersOfEveryKind(t *testing.T) {
 			}
 			defer l.Unlock(ctx)
 			return l.Token(), nil
-		}, 1},
+		}},
 		{"Semaphore", func(ctx context.Context, s *etcdlock.Session, n string) error {
 			_, err := etcdlock.NewSemaphore(s, n, 1).Acquire(ctx)
 			return err
@@ -52,7 +60,7 @@ func TestAttackForceWaitersOfEveryKind(t *testing.T) {
 			}
 			defer l.Unlock(ctx)
 			return l.Token(), nil
-		}, 1},
+		}},
 		{"Election", func(ctx context.Context, s *etcdlock.Session, n string) error {
 			_, err := etcdlock.NewElection(s, n).Campaign(ctx, "a")
 			return err
@@ -63,37 +71,38 @@ func TestAttackForceWaitersOfEveryKind(t *testing.T) {
 			}
 			defer l.Resign(ctx)
 			return l.Token(), nil
-		}, 1},
+		}},
 	}
-	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			d := startDeployment(t, 1, 1)
-			ctx := testCtx(t, 2*time.Minute)
-			r := d.newShards(t)
-			name := d.nameOn(t, "c0")
-			if err := k.hold(ctx, session(t, r), name); err != nil {
-				t.Fatal(err)
-			}
-			res := make(chan error, 1)
-			var tok etcdlock.Token
-			go func() {
-				var err error
-				tok, err = k.wait(ctx, session(t, r), name)
-				res <- err
-			}()
-			waitFor(t, 30*time.Second, "the waiter", func() bool { return len(d.keysOf(t, "c0", name)) == 2 })
-			d.move(t, name, "c1", etcdlock.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
-			select {
-			case err := <-res:
-				if err != nil {
-					t.Fatalf("the waiter failed during a forced move: %v (lost: %v)", err, errors.Is(err, etcdlock.ErrLockLost))
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the waiter never got through")
-			}
-			if gen := d.stamp(t, "c1", name).Gen; tok.Generation() != gen {
-				t.Fatalf("granted under generation %d, target's %d", tok.Generation(), gen)
-			}
-		})
+}
+
+// checkForcedWaiter holds the name with k, queues k's waiter behind, moves
+// the slot with ForceAfter, and checks the waiter is granted on the target.
+func checkForcedWaiter(t *testing.T, k forcedKind) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, 2*time.Minute)
+	r := d.newShards(t)
+	name := d.nameOn(t, "c0")
+	if err := k.hold(ctx, session(t, r), name); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	var tok etcdlock.Token
+	go func() {
+		var err error
+		tok, err = k.wait(ctx, session(t, r), name)
+		res <- err
+	}()
+	waitFor(t, 30*time.Second, "the waiter", func() bool { return len(d.keysOf(t, "c0", name)) == 2 })
+	d.move(t, name, "c1", etcdlock.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("the waiter failed during a forced move: %v (lost: %v)", err, errors.Is(err, etcdlock.ErrLockLost))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter never got through")
+	}
+	if gen := d.stamp(t, "c1", name).Gen; tok.Generation() != gen {
+		t.Fatalf("granted under generation %d, target's %d", tok.Generation(), gen)
 	}
 }
