@@ -144,43 +144,49 @@ func TestLateMoverWritesNothing(t *testing.T) {
 	}
 }
 
-// TestLateMoverKeepsCompletionRecords: a MoveSlot call stalls after its
-// drain, before it copies the completion records; a second call (Resume)
-// finishes the move, the slot moves back, and a job runs under RunOnce on
-// the source. When the first call wakes it must not copy the source's
-// records away and delete them there: the job would run twice. It returns
-// ErrMoveAborted and the job does not run again.
+// TestLateMoverKeepsCompletionRecords: a job ran under RunOnce; a MoveSlot
+// call stalls (after its drain; after its activation); a second call
+// (Resume) finishes the move, a job runs on the target, the slot moves
+// back, and a job runs on the source. When the first call wakes it must
+// not copy the source's records away, nor delete them there (after its
+// activation it would only drop them): a job would run twice. It returns
+// ErrMoveAborted and no job runs again.
 func TestLateMoverKeepsCompletionRecords(t *testing.T) {
-	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
-	s := session(t, d.newShards(t))
-	name := d.nameOn(t, "c0")
-	m := etcdlock.NewMutex(s, name)
-	late := stallMove(t, ctx, d.newShards(t), name, "c1", "drained")
-	d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
-	runs := map[string]int{}
-	job := func(id string) {
-		t.Helper()
-		err := m.RunOnce(ctx, id, func(context.Context, *etcdlock.Lock) error { runs[id]++; return nil })
-		if err != nil && !errors.Is(err, etcdlock.ErrAlreadyDone) {
-			t.Fatalf("RunOnce %s: %v", id, err)
-		}
-	}
-	job("job-1")
-	d.move(t, name, "c0", etcdlock.MoveOptions{})
-	job("job-2")
-	if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
-		t.Fatalf("the late call: %v, want ErrMoveAborted", err)
-	}
-	job("job-2")
-	if runs["job-1"] != 1 || runs["job-2"] != 1 {
-		t.Fatalf("runs %v, want each job once", runs)
-	}
-	if st := d.stamp(t, "c1", name); st.State == "active" {
-		t.Fatalf("the stamp on c1 is active again: %+v", st)
-	}
-	rec, _ := etcdlock.OnceKey(name)
-	if resp, err := d.clients["c0"].Get(ctx, rec, clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
-		t.Fatalf("the completion record on the owner: %v, %v", resp, err)
+	d := startDeployment(t, 1, 1) // each subtest moves its own slot
+	for _, phase := range []string{"drained", "activated"} {
+		t.Run(phase, func(t *testing.T) {
+			ctx := testCtx(t, 2*time.Minute)
+			name := d.nameOn(t, "c0")
+			m := etcdlock.NewMutex(session(t, d.newShards(t)), name)
+			runs := map[string]int{}
+			job := func(id string) {
+				t.Helper()
+				err := m.RunOnce(ctx, id, func(context.Context, *etcdlock.Lock) error { runs[id]++; return nil })
+				if err != nil && !errors.Is(err, etcdlock.ErrAlreadyDone) {
+					t.Fatalf("RunOnce %s: %v", id, err)
+				}
+			}
+			job("job-0") // a record exists before the late call scans
+			late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
+			d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
+			job("job-1")
+			d.move(t, name, "c0", etcdlock.MoveOptions{})
+			job("job-2")
+			if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
+				t.Fatalf("the late call: %v, want ErrMoveAborted", err)
+			}
+			job("job-0")
+			job("job-2")
+			if runs["job-0"] != 1 || runs["job-1"] != 1 || runs["job-2"] != 1 {
+				t.Fatalf("runs %v, want each job once", runs)
+			}
+			if st := d.stamp(t, "c1", name); st.State == "active" {
+				t.Fatalf("the stamp on c1 is active again: %+v", st)
+			}
+			rec, _ := etcdlock.OnceKey(name)
+			if resp, err := d.clients["c0"].Get(ctx, rec, clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
+				t.Fatalf("the completion record on the owner: %v, %v", resp, err)
+			}
+		})
 	}
 }
