@@ -1,0 +1,183 @@
+package shardmodel
+
+// This file holds AbortMove (A1..A4) and RaiseGeneration, after an optional
+// restore.
+
+const (
+	aRead uint8 = iota
+	aFence
+	aUnfreeze
+	aDelete
+	aDone
+)
+
+var abortSteps = [...][]step{
+	aRead:     {{"A1 read the move record", (*Model).abortRead}},
+	aFence:    {{"A2 fence the target", (*Model).abortFence}},
+	aUnfreeze: {{"A3 unfreeze the source", (*Model).abortUnfreeze}},
+	aDelete:   {{"A4 delete the move record", (*Model).abortDelete}},
+	aDone:     nil,
+}
+
+// abortAfter returns the abort's step after pc: A2 then A3, or (off) A3
+// then A2; then A4.
+func (m *Model) abortAfter(pc uint8) uint8 {
+	first, second := aFence, aUnfreeze
+	if !m.Rules.AbortFencesTargetFirst {
+		first, second = second, first
+	}
+	switch pc {
+	case aRead:
+		return first
+	case first:
+		return second
+	}
+	return aDelete
+}
+
+func (m *Model) abortRead(s *State, _ int) bool {
+	a, rec := &s.A, s.Root.Move
+	a.PC = aDone
+	if rec.Ep != 0 {
+		a.E, a.From, a.To, a.RecMod = rec.Ep, rec.From, rec.To, rec.Mod
+		a.PC = m.abortAfter(aRead)
+	}
+	return true
+}
+
+// abortFence is A2: the target's stamp becomes frozen with epoch E, unless
+// it is active with E (refused: resume instead) or unreachable.
+func (m *Model) abortFence(s *State, _ int) bool {
+	a := &s.A
+	t := int(a.To)
+	if m.down(s, t) {
+		return false
+	}
+	st := s.C[t].Stamp
+	switch {
+	case m.dead(t), st.Ep > a.E, m.Rules.AbortRefusesActiveTarget && st.active() && st.Ep == a.E:
+		a.PC = aDone
+	default:
+		s.setStamp(t, stFrozen, st.Gen, a.E)
+		a.PC = m.abortAfter(aFence)
+	}
+	return true
+}
+
+// abortUnfreeze is A3: the source's stamp becomes active with epoch E.
+func (m *Model) abortUnfreeze(s *State, _ int) bool {
+	a := &s.A
+	f := int(a.From)
+	if m.down(s, f) {
+		return false
+	}
+	st := s.C[f].Stamp
+	switch {
+	case st.Ep > a.E:
+		a.PC = aDone
+		return true
+	case st.active() && st.Ep < a.E && !m.Rules.AbortStampsSourceEpoch:
+	default:
+		s.setStamp(f, stActive, st.Gen, a.E)
+	}
+	a.PC = m.abortAfter(aUnfreeze)
+	return true
+}
+
+// abortDelete is A4: delete the record, guarded by its mod revision.
+func (m *Model) abortDelete(s *State, _ int) bool {
+	if rec := s.Root.Move; rec.Ep != 0 && rec.Mod == s.A.RecMod {
+		s.Root.Move = moveRec{}
+		s.rootWrite()
+	}
+	s.A.PC = aDone
+	return true
+}
+
+const (
+	rRestore uint8 = iota
+	rRoot
+	rMember
+	rStamp
+	rDone
+)
+
+var raiseSteps = [...][]step{
+	rRestore: {{"restore the cluster to its state before any move", (*Model).raiseRestore}},
+	rRoot:    {{"read the root at R, raise the root's record", (*Model).raiseRoot}},
+	rMember:  {{"raise the member's key, read its stamp", (*Model).raiseMember}},
+	rStamp:   {{"re-stamp or freeze", (*Model).raiseStamp}},
+	rDone:    nil,
+}
+
+// raiseRestore rolls the cluster back to its state before any move
+// (revision, stamp, generation key; no key, no record) and keeps it from everyone but
+// the raise until its stamp is re-written. A record lost so is the
+// restore's loss: the ghost forgets what was done. Unless the scenario
+// says RestoreMidMove, it happens only while no move is recorded.
+func (m *Model) raiseRestore(s *State, _ int) bool {
+	c := m.Scn.Raise
+	if s.Root.Move.Ep != 0 && !m.Scn.RestoreMidMove {
+		return false
+	}
+	s.C[c] = m.snap.C[c]
+	s.C[c].Down = 1
+	s.X.Done = 0
+	s.G.PC = rRoot
+	return true
+}
+
+// raiseRoot reads the map and the move record at root revision R and
+// raises the cluster's generation in the root's record.
+func (m *Model) raiseRoot(s *State, _ int) bool {
+	c, r := m.Scn.Raise, &s.G
+	r.R, r.MapR, r.RecTo, r.RecEp = s.Root.Rev, s.Root.Owner, s.Root.Move.To, s.Root.Move.Ep
+	g := s.C[c].GenKey
+	for _, x := range s.Root.Gens {
+		g = max(g, x)
+	}
+	r.G = g + 1
+	s.Root.Gens[c] = r.G
+	s.rootWrite()
+	r.PC = rMember
+	return true
+}
+
+func (m *Model) raiseMember(s *State, _ int) bool {
+	c, r := m.Scn.Raise, &s.G
+	s.C[c].GenKey = r.G
+	s.write(c)
+	r.St, r.PC = s.C[c].Stamp, rStamp
+	return true
+}
+
+// owned reports whether the root, read at R, gives the cluster c the
+// active stamp st: the map names c, or a move to c of st's epoch is
+// recorded, or st was written by a move recorded after R.
+func (m *Model) owned(r *raise, c uint8, st stamp) bool {
+	return r.MapR == c || r.RecEp != 0 && r.RecTo == c && r.RecEp == st.Ep || st.Ep > r.R
+}
+
+// raiseStamp re-stamps an active stamp the root gives the cluster with the
+// new generation (RaiseStampsRootEpoch: and, with no move recorded at R,
+// epoch R at least), freezes any other active stamp, each a CAS on the stamp
+// read; leaves a stamp not active.
+func (m *Model) raiseStamp(s *State, _ int) bool {
+	c, r := m.Scn.Raise, &s.G
+	st := r.St
+	cas := !m.Rules.RaiseCAS || s.C[c].Stamp.Mod == st.Mod
+	switch {
+	case !st.active() || !cas:
+	case m.owned(r, uint8(c), st) || !m.Rules.RaiseFreezesUnowned:
+		ep := st.Ep
+		if m.Rules.RaiseStampsRootEpoch && r.RecEp == 0 {
+			ep = max(ep, r.R) // every move recorded before R has ended
+		}
+		s.setStamp(c, stActive, r.G, ep)
+	default:
+		s.setStamp(c, stFrozen, st.Gen, st.Ep)
+	}
+	s.C[c].Down = 0
+	r.PC = rDone
+	return true
+}
