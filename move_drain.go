@@ -110,7 +110,7 @@ func (mv *mover) slotKeys(ctx context.Context) (map[string]*mvccpb.KeyValue, int
 		for i, name := range names[:n] {
 			ops[i] = clientv3.OpGet(namePrefix(name), clientv3.WithPrefix())
 		}
-		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()).Then(ops...).Commit()
+		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()...).Then(ops...).Commit()
 		if err != nil {
 			return nil, 0, ctxErr(ctx, err)
 		}
@@ -134,9 +134,7 @@ func (mv *mover) slotKeys(ctx context.Context) (map[string]*mvccpb.KeyValue, int
 }
 
 // frozenCmp holds while the source's stamp is this move's frozen one.
-func (mv *mover) frozenCmp() clientv3.Cmp {
-	return clientv3.Compare(clientv3.ModRevision(stampKey(mv.slot)), "=", mv.frozen.mod)
-}
+func (mv *mover) frozenCmp() []clientv3.Cmp { return stampIs(mv.slot, mv.frozen) }
 
 // stampMoved is the error of a guarded write on the source whose stamp
 // compare failed: the move was aborted or superseded.
@@ -228,9 +226,9 @@ func (mv *mover) force(ctx context.Context, keys map[string]*mvccpb.KeyValue) er
 	sort.Slice(order, func(i, j int) bool { return order[i].CreateRevision > order[j].CreateRevision })
 	for _, kv := range order {
 		k := string(kv.Key)
-		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp(), clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).
+		tr, err := mv.src.Txn(ctx).If(append(mv.frozenCmp(), clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision))...).
 			Then(clientv3.OpDelete(k), brokenOp(k, int64(keyToken(kv)), clientv3.LeaseID(kv.Lease))).
-			Else(clientv3.OpGet(stampKey(mv.slot), clientv3.WithKeysOnly())).Commit()
+			Else(clientv3.OpGet(stampKey(mv.slot))).Commit()
 		if err != nil {
 			if classify(err) == leaseGone {
 				continue // the key went with its lease
@@ -240,7 +238,7 @@ func (mv *mover) force(ctx context.Context, keys map[string]*mvccpb.KeyValue) er
 		if tr.Succeeded {
 			continue
 		}
-		if st := stampOf(tr, 0); len(st) == 0 || st[0].ModRevision != mv.frozen.mod {
+		if st := decodeStamp(stampOf(tr, 0)); st.mod != mv.frozen.mod || string(st.raw) != string(mv.frozen.raw) {
 			return mv.stampMoved(ctx)
 		}
 	}

@@ -33,7 +33,7 @@ func (mv *mover) records(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		for i, name := range names[:n] {
 			ops[i] = clientv3.OpGet(onceKey(name))
 		}
-		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()).Then(ops...).Commit()
+		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()...).Then(ops...).Commit()
 		if err != nil {
 			return nil, ctxErr(ctx, err)
 		}
@@ -55,9 +55,8 @@ func (mv *mover) copyCompletions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := stampKey(mv.slot)
 	for _, kv := range recs {
-		tr, err := mv.dst.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", mv.incoming.mod)).
+		tr, err := mv.dst.Txn(ctx).If(stampIs(mv.slot, mv.incoming)...).
 			Then(clientv3.OpPut(string(kv.Key), string(kv.Value))).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
@@ -100,7 +99,7 @@ func (mv *mover) dropOnce(ctx context.Context) error {
 		return err
 	}
 	for _, kv := range recs {
-		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp(), clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+		tr, err := mv.src.Txn(ctx).If(append(mv.frozenCmp(), clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))...).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)

@@ -26,12 +26,24 @@ func readStamp(ctx context.Context, cli *clientv3.Client, slot int) (slotStamp, 
 	return decodeStamp(resp.Kvs), nil
 }
 
-// swapStamp writes next as slot's stamp on cli if the stamp is still old
-// (its mod revision); it returns next as written (with its mod revision and
-// value), and ok false when old was no longer the stamp.
+// stampIs holds while slot's stamp is st: its mod revision and, when it
+// exists, its value (after a restore a stamp may be re-written at a mod
+// revision it had before, with another value).
+func stampIs(slot int, st slotStamp) []clientv3.Cmp {
+	key := stampKey(slot)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod)}
+	if st.mod != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(st.raw)))
+	}
+	return cmps
+}
+
+// swapStamp writes next as slot's stamp on cli if the stamp is still old;
+// it returns next as written (with its mod revision and value), and ok
+// false when old was no longer the stamp.
 func swapStamp(ctx context.Context, cli *clientv3.Client, slot int, old, next slotStamp) (slotStamp, bool, error) {
 	key, val := stampKey(slot), next.encode()
-	tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", old.mod)).
+	tr, err := cli.Txn(ctx).If(stampIs(slot, old)...).
 		Then(clientv3.OpPut(key, val)).Commit()
 	if err != nil {
 		return slotStamp{}, false, ctxErr(ctx, err)

@@ -197,9 +197,13 @@ func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, 
 // freezing a slot meanwhile wins. A write in flight under an old stamp
 // fails its compare and is sent again under the new one.
 //
-// It returns the new generation. It returns an error wrapping
-// ErrInvalidArgument for an unknown id, and a request's error otherwise
-// (run it again: a second raise is harmless).
+// It returns the new generation. It returns an error wrapping:
+//   - ErrInvalidArgument for an unknown id;
+//   - ErrMoveInProgress, with nothing written, while a move of one of the
+//     cluster's slots to another cluster is recorded and not yet active
+//     there (abort or resume it first);
+//   - a request's error otherwise (run it again: a second raise is
+//     harmless).
 func (r *Shards) RaiseGeneration(ctx context.Context, id string) (int64, error) {
 	g, err := r.raiseGeneration(ctx, id)
 	if err != nil {
@@ -215,6 +219,9 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 	}
 	owned, err := r.owned(ctx, id)
 	if err != nil {
+		return 0, err
+	}
+	if err := r.movesAllowRaise(ctx, owned); err != nil {
 		return 0, err
 	}
 	g, err := raiseGeneration(ctx, r.root, id, cli, 0)
@@ -236,11 +243,42 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 		if !owned.gives(slot, st) {
 			next.State = stampFrozen
 		}
+		if _, moving := owned.moves[slot]; !moving {
+			// A restore may have taken back the epoch an abort wrote: the
+			// root's revision is above every move's not in progress.
+			next.Move = max(st.Move, owned.rev)
+		}
 		if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
 			return 0, err
 		}
 	}
 	return g, nil
+}
+
+// movesAllowRaise refuses a raise while a move from the cluster is recorded
+// and its target is not active under it: the move's source stamp may then
+// be an abort's (a raise that froze it would strand the slot) or the
+// move's (one that re-activated it would make two holders). Abort or
+// resume the move first. Past its activation the source is frozen for good
+// and the raise may freeze a restored one.
+func (r *Shards) movesAllowRaise(ctx context.Context, o ownership) error {
+	for slot, rec := range o.moves {
+		if rec.From != o.id {
+			continue
+		}
+		dst, err := r.Client(ctx, rec.To)
+		if err != nil {
+			return err
+		}
+		st, err := readStamp(ctx, dst, slot)
+		if err != nil {
+			return err
+		}
+		if !st.active() || st.Move != rec.epoch {
+			return fmt.Errorf("%w: slot %d is being moved %s: abort or resume the move first", ErrMoveInProgress, slot, rec)
+		}
+	}
+	return nil
 }
 
 // ownership is what the root gives one cluster at one revision.

@@ -1,6 +1,7 @@
 package shards_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -46,13 +47,15 @@ func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 	}
 }
 
-// TestAttackRaiseThenAbortKeepsOldGeneration: a move of a slot from c0 is
-// draining (c0's stamp frozen) when c0 is restored and the operator runs
-// RaiseGeneration(c0), which returns g. The move is then aborted: the slot
-// is active on c0 again. Every token c0 grants after the raise must carry
-// a generation of at least g (a restored cluster's revisions went back:
-// with its old generation its tokens go back too).
-func TestAttackRaiseThenAbortKeepsOldGeneration(t *testing.T) {
+// TestRaiseDuringAMoveAndAbort: a move of a slot from c0 is draining
+// (c0's stamp frozen) when c0 is restored and the operator runs
+// RaiseGeneration(c0). The raise is refused, with nothing written
+// (ErrMoveInProgress): a raise that froze the source could strand the slot
+// after an abort, one that re-activated it would give two holders. The
+// move is aborted, the raise runs: every token c0 grants after it carries
+// its generation at least (a restored cluster's revisions went back: with
+// its old generation its tokens would go back too).
+func TestRaiseDuringAMoveAndAbort(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	s := session(t, d.newShards(t))
@@ -60,18 +63,25 @@ func TestAttackRaiseThenAbortKeepsOldGeneration(t *testing.T) {
 	before := lockUnlock(t, s, name)
 	h := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
 	late := stallMove(t, ctx, d.newShards(t), name, "c1", "draining")
-	g, err := d.admin.RaiseGeneration(ctx, "c0")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := d.admin.RaiseGeneration(ctx, "c0"); !errors.Is(err, etcdlock.ErrMoveInProgress) {
+		t.Fatalf("a raise of the source during a move: %v, want ErrMoveInProgress", err)
 	}
 	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.Unlock(ctx)
-	t.Logf("late mover: %v", late.result(t))
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
+		t.Fatalf("the aborted mover: %v", err)
+	}
+	g, err := d.admin.RaiseGeneration(ctx, "c0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	after := lockUnlock(t, s, name)
-	if after.Generation() < g {
-		t.Fatalf("RaiseGeneration(c0) gave generation %d, but after the abort c0 grants token %d of generation %d (before: %d, generation %d); stamp %+v",
-			g, after, after.Generation(), before, before.Generation(), d.stamp(t, "c0", name))
+	if after.Generation() < g || after <= before {
+		t.Fatalf("RaiseGeneration(c0) gave generation %d, but after it c0 grants token %d of generation %d (before: %d); stamp %+v",
+			g, after, after.Generation(), before, d.stamp(t, "c0", name))
 	}
 }
