@@ -77,3 +77,49 @@ func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error 
 	}
 	return nil
 }
+
+// SetClusterEndpoints replaces the endpoints the root records for member
+// cluster id, keeping the rest of its record (its generation). It does not
+// contact the cluster (see CheckEndpoints). A Shards that sees the change
+// closes the client it had dialed to the old endpoints and dials the new
+// ones on next use: the sessions on the old client end (their grants are
+// lost, as in an outage of that cluster), and the next acquisition there
+// opens a new one.
+//
+//   - nil: the record holds endpoints.
+//   - ErrInvalidArgument: a bad or unknown id, a nil root, no endpoints, or
+//     an unreadable record; nothing is written.
+//   - otherwise the request's (or ctx's) error: the record may or may not
+//     have changed (run it again: it is repeatable).
+func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("set cluster endpoints", "", err)
+	}
+	if root == nil || len(endpoints) == 0 {
+		return newError("set cluster endpoints", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	}
+	for {
+		resp, err := root.Get(ctx, clusterKey(id))
+		if err != nil {
+			return newError("set cluster endpoints", "", ctxErr(ctx, err))
+		}
+		if len(resp.Kvs) == 0 {
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id))
+		}
+		var c Cluster
+		if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, id, err))
+		}
+		c.Endpoints = endpoints
+		b, _ := json.Marshal(c)
+		// Against the record read: a generation raised meanwhile is kept.
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", resp.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(clusterKey(id), string(b))).Commit()
+		if err != nil {
+			return newError("set cluster endpoints", "", ctxErr(ctx, err))
+		}
+		if tr.Succeeded {
+			return nil
+		}
+	}
+}
