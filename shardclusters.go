@@ -123,3 +123,80 @@ func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, 
 		}
 	}
 }
+
+// RemoveCluster deletes the root's record of member cluster id, once the
+// map gives it no slot and no move record names it (move its slots away
+// first, and finish or abort its moves). It reads the map, the record and
+// the move records at one revision and deletes the record in one Txn that
+// compares the map's and the record's mod revisions and that every move
+// record is older than that read: a move that begins meanwhile (it writes
+// a move record) makes the delete fail, and the check runs again. The
+// cluster itself is not touched (its data, generation key and stamps stay),
+// and Shards close their client of it.
+//
+//   - nil: the record is gone.
+//   - ErrInvalidArgument: a bad or unknown id, a nil root, no slot map;
+//     the map gives the cluster slots (the error says how many); or a move
+//     record names it (the error says which slot). Nothing is deleted.
+//   - otherwise the request's (or ctx's) error: the record may or may not
+//     be gone (run it again: an unknown id then says it is).
+//
+// The removed cluster's generation no longer counts toward new
+// generations; every slot that was on it moved to a cluster whose
+// generation was raised above it, so no token goes back.
+func RemoveCluster(ctx context.Context, root *clientv3.Client, id string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("remove cluster", "", err)
+	}
+	if root == nil {
+		return newError("remove cluster", "", fmt.Errorf("%w: nil root client", ErrInvalidArgument))
+	}
+	for {
+		done, err := removeOnce(ctx, root, id)
+		if err != nil {
+			return newError("remove cluster", "", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// removeOnce is one check and guarded delete of RemoveCluster; done is
+// false when the guard failed (something changed: check again).
+func removeOnce(ctx context.Context, root *clientv3.Client, id string) (done bool, err error) {
+	resp, err := root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKey(id)),
+		clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return false, ctxErr(ctx, err)
+	}
+	mkvs, ckvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	switch {
+	case len(mkvs) == 0:
+		return false, fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+	case len(ckvs) == 0:
+		return false, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+	}
+	m, err := decodeMap(mkvs[0])
+	if err != nil {
+		return false, err
+	}
+	if n := len(m.slotsOf(id)); n > 0 {
+		return false, fmt.Errorf("%w: the map gives cluster %s %d slots: move them to other clusters first", ErrInvalidArgument, id, n)
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if slot, rec, ok := decodeMove(kv); ok && (rec.From == id || rec.To == id) {
+			return false, fmt.Errorf("%w: cluster %s is named by the move of slot %d %s: finish or abort it first", ErrInvalidArgument, id, slot, rec)
+		}
+	}
+	// A compare over a prefix holds for every key in it (and for none):
+	// no move record was written after the read.
+	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
+		clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", ckvs[0].ModRevision),
+		clientv3.Compare(clientv3.ModRevision(moveKeyPrefix), "<", resp.Header.Revision+1).WithPrefix()).
+		Then(clientv3.OpDelete(clusterKey(id))).Commit()
+	if err != nil {
+		return false, ctxErr(ctx, err)
+	}
+	return tr.Succeeded, nil
+}
