@@ -34,6 +34,10 @@ type Placement struct {
 	Cluster    string // the cluster the map gives its slot now
 	Slot       int
 	Generation int64 // of the slot's stamp there: the generation of its new tokens
+	// State is the state of the slot's stamp there: "active" (keys may be
+	// created), "frozen" (a move freezes it: acquisitions wait), another
+	// state a move writes, or "" when the slot has no stamp there.
+	State string
 }
 
 // Where returns where name lives now, read from the map and the slot's
@@ -54,7 +58,8 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 	if err != nil {
 		return Placement{}, nil, newError("describe", name, ctxErr(ctx, err))
 	}
-	p.Generation = decodeStamp(resp.Kvs).Gen
+	st := decodeStamp(resp.Kvs)
+	p.Generation, p.State = st.Gen, st.State
 	return p, cli, nil
 }
 

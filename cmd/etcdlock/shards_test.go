@@ -12,9 +12,9 @@ import (
 
 // TestShardedDeployment drives the operators' commands on two clusters:
 // clusters init, clusters (table and JSON), status of a sharded name (its
-// cluster, slot and generation), move with its phases (draining while a
-// holder holds, done once it lets go), clusters add and raise, and a bad
-// move.
+// cluster, slot and generation, and its move while it drains), move with
+// its phases (draining while a holder holds, done once it lets go),
+// clusters add and raise, and a bad move.
 func TestShardedDeployment(t *testing.T) {
 	cs := embedtest.StartClusters(t, 2, embedtest.WithMembers(1))
 	root := []string{"--endpoints", strings.Join(cs[0].Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
@@ -88,6 +88,7 @@ func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), ro
 	ctx := ctxFor(t, long)
 	mv := startRaw(t, nil, append(append([]string(nil), root...), "move", "--name", name, "--to", to)...)
 	mv.waitLine("draining on " + from + ": 1 keys of 1 names left")
+	checkStatusMoving(t, sh, name, from, to)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +96,30 @@ func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), ro
 	if code, out := mv.wait(); code != 0 {
 		t.Fatalf("move: exit %d, %q, %q", code, out, mv.stderr.String())
 	}
-	if code, out, _ := sh("status", name, "-o", "json"); code != 0 || !strings.Contains(out, `"cluster": "`+to+`"`) {
+	if code, out, _ := sh("status", name, "-o", "json"); code != 0 || !strings.Contains(out, `"cluster": "`+to+`"`) || strings.Contains(out, `"moving"`) {
 		t.Fatalf("status -o json after the move: exit %d:\n%s", code, out)
 	}
 	if code, _, stderr := sh("move", "--slot", "5000", "--to", "a"); code != 1 || !strings.Contains(stderr, "not in 0..4095") {
 		t.Fatalf("move of slot 5000: exit %d, %q", code, stderr)
+	}
+}
+
+// checkStatusMoving checks that status says name's slot is moving from
+// from to to, frozen on from, acquisitions waiting (text and JSON).
+func checkStatusMoving(t *testing.T, sh func(...string) (int, string, string), name, from, to string) {
+	t.Helper()
+	code, out, stderr := sh("status", name)
+	if want := fmt.Sprintf("is moving from %s to %s", from, to); code != 0 || !strings.Contains(out, want) ||
+		!strings.Contains(out, "stamp on "+from+" is frozen: acquisitions wait until the move ends") {
+		t.Fatalf("status during the move: exit %d, stderr %q, want %q and the frozen stamp in:\n%s", code, stderr, want, out)
+	}
+	code, out, _ = sh("status", name, "-o", "json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Moving == nil {
+		t.Fatalf("status -o json during the move: exit %d, %v:\n%s", code, err, out)
+	}
+	if m := *st.Moving; m.From != from || m.To != to || m.Stamp != "frozen" || !m.AcquisitionsWait || m.Started == "" || m.Owner == "" {
+		t.Fatalf("status -o json during the move: moving %+v", m)
 	}
 }
 
