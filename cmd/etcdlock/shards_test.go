@@ -14,7 +14,7 @@ import (
 // clusters init, clusters (table and JSON), status of a sharded name (its
 // cluster, slot and generation, and its move while it drains), move with
 // its phases (draining while a holder holds, done once it lets go),
-// clusters add and raise, and a bad move.
+// clusters add, set-endpoints, raise and remove, and a bad move.
 func TestShardedDeployment(t *testing.T) {
 	cs := embedtest.StartClusters(t, 2, embedtest.WithMembers(1))
 	root := []string{"--endpoints", strings.Join(cs[0].Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
@@ -123,14 +123,29 @@ func checkStatusMoving(t *testing.T, sh func(...string) (int, string, string), n
 	}
 }
 
-// checkClusterAdmin adds a cluster c (at c1's endpoints) and raises it.
+// checkClusterAdmin adds a cluster c: refused at endpoints that do not
+// answer, recorded there with --force; moves it to c1's endpoints, raises
+// it and removes it; and refuses to remove b, which has slots.
 func checkClusterAdmin(t *testing.T, sh func(...string) (int, string, string), c1 *embedtest.Cluster) {
 	t.Helper()
-	if code, out, stderr := sh("clusters", "add", "c", strings.Join(c1.Endpoints(), ",")); code != 0 || !strings.Contains(out, "added cluster c") {
-		t.Fatalf("clusters add: exit %d, %q, %q", code, out, stderr)
-	}
-	if code, out, stderr := sh("clusters", "raise", "c"); code != 0 || !strings.Contains(out, "cluster c: generation") {
-		t.Fatalf("clusters raise: exit %d, %q, %q", code, out, stderr)
+	eps := strings.Join(c1.Endpoints(), ",")
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"clusters", "add", "c", "http://127.0.0.1:1"}, 1, "", "do not answer"},
+		{[]string{"clusters", "add", "c", "--force", "http://127.0.0.1:1"}, 0, "added cluster c", "recording them anyway (--force)"},
+		{[]string{"clusters", "set-endpoints", "c", eps}, 0, "cluster c: endpoints " + eps, ""},
+		{[]string{"clusters", "raise", "c"}, 0, "cluster c: generation", ""},
+		{[]string{"clusters", "remove", "b"}, 1, "", "gives cluster b"},
+		{[]string{"clusters", "remove", "c"}, 0, "removed cluster c", ""},
+		{[]string{"clusters", "remove", "c"}, 1, "", "unknown cluster"},
+	} {
+		code, out, stderr := sh(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+			t.Fatalf("%v: exit %d, %q, %q; want %d, %q, %q", tc.args, code, out, stderr, tc.code, tc.stdout, tc.stderr)
+		}
 	}
 }
 
