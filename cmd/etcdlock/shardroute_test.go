@@ -1,0 +1,151 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// deployment is a sharded deployment of two one-member clusters, "a" (also
+// the root) and "b", made with etcdlock clusters init, with a library
+// Shards of it.
+type deployment struct {
+	cs   []*embedtest.Cluster
+	clis map[string]*clientv3.Client // a direct client of each cluster
+	r    *etcdlock.Shards
+}
+
+// startDeployment starts d, closed at cleanup.
+func startDeployment(t *testing.T) *deployment {
+	t.Helper()
+	d := &deployment{cs: embedtest.StartClusters(t, 2, embedtest.WithMembers(1))}
+	d.clis = map[string]*clientv3.Client{"a": d.cs[0].TestClient(t), "b": d.cs[1].TestClient(t)}
+	if code, out, stderr := d.sh(t, "clusters", "init", "a="+strings.Join(d.cs[0].Endpoints(), ","),
+		"b="+strings.Join(d.cs[1].Endpoints(), ",")); code != 0 {
+		t.Fatalf("clusters init: exit %d, %q, %q", code, out, stderr)
+	}
+	r, err := etcdlock.NewShards(ctxFor(t, long), d.clis["a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	d.r = r
+	return d
+}
+
+// at returns the flags that point etcdlock at cluster i.
+func (d *deployment) at(i int) []string {
+	return []string{"--endpoints", strings.Join(d.cs[i].Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
+}
+
+// sh runs etcdlock at the root to its end.
+func (d *deployment) sh(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runIn(t, append(d.at(0), args...)...)
+}
+
+// start starts etcdlock at the root.
+func (d *deployment) start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	return startRaw(t, nil, append(d.at(0), args...)...)
+}
+
+// nameOn returns a name of this test whose slot the map gives cluster id
+// (its first segment, its shard key, differs from name to name).
+func (d *deployment) nameOn(t *testing.T, id string) string {
+	t.Helper()
+	for {
+		name := strings.ReplaceAll(uniqueName(t), "/", "-") + "/job"
+		if got, _ := d.r.ClusterOf(name); got == id {
+			return name
+		}
+	}
+}
+
+// TestShardedRun: at the root, run, elect and observe take and watch each
+// name on the cluster its slot is on (tokens of that cluster's generation;
+// elect marks its own term); at a member that is not the root they refuse.
+func TestShardedRun(t *testing.T) {
+	d := startDeployment(t)
+	for _, id := range []string{"a", "b"} {
+		name := d.nameOn(t, id)
+		p := d.start(t, "run", name)
+		line := p.waitLine("holding")
+		st, err := d.r.Describe(ctxFor(t, long), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Cluster != id || st.Holder == nil || !strings.Contains(line, "token "+st.Holder.Token.String()) || st.Holder.Token.Generation() < 1 {
+			t.Fatalf("run %s: printed %q; the name's state: cluster %s, holder %+v", name, line, st.Cluster, st.Holder)
+		}
+		p.signal(syscall.SIGINT)
+		if code, _ := p.wait(); code != 0 {
+			t.Fatalf("run %s: exit %d after SIGINT; stderr: %s", name, code, p.stderr.String())
+		}
+	}
+	name := d.nameOn(t, "b")
+	obs := d.start(t, "observe", name, "-o", "json")
+	obs.waitLine(`"leader":false`)
+	el := d.start(t, "elect", name, "v1", "-o", "json")
+	el.waitLine(`"self":true`)
+	obs.waitLine(`"value":"v1"`)
+	if st := describe(t, d.clis["b"], name); st.Holder == nil || st.Holder.Value != "v1" {
+		t.Fatalf("the election on cluster b: %+v", st.Holder)
+	}
+	for _, p := range []*proc{el, obs} {
+		p.signal(syscall.SIGINT)
+		if code, _ := p.wait(); code != 0 {
+			t.Fatalf("exit %d after SIGINT; stderr: %s", code, p.stderr.String())
+		}
+	}
+	checkMemberRefusals(t, d, name)
+}
+
+// checkMemberRefusals checks that run, elect, observe and serve refuse
+// cluster b, a member that is not the root.
+func checkMemberRefusals(t *testing.T, d *deployment, name string) {
+	t.Helper()
+	for _, args := range [][]string{{"run", name, "--", "true"}, {"elect", name, "me", "--", "true"},
+		{"observe", name}, {"serve", "--listen", "127.0.0.1:0"}} {
+		code, _, stderr := runIn(t, append(d.at(1), args...)...)
+		if code != 1 || !strings.Contains(stderr, "part of a sharded deployment but is not its root") {
+			t.Fatalf("%v at a member: exit %d, %q; want a refusal", args, code, stderr)
+		}
+	}
+}
+
+// TestShardedServe: serve at the root holds each name on its own cluster
+// (stream holds and the sessions API) and /v1/state says where.
+func TestShardedServe(t *testing.T) {
+	d := startDeployment(t)
+	srv := startServer(t, d.cs[0].Endpoints())
+	for _, id := range []string{"a", "b"} {
+		name := d.nameOn(t, id)
+		_, granted := srv.hold(t, map[string]any{"name": name})
+		st := describe(t, d.clis[id], name)
+		if st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, granted) || st.Holder.Token.Generation() < 1 {
+			t.Fatalf("hold of %s: %v; on cluster %s: %+v", name, granted, id, st.Holder)
+		}
+		code, state := srv.do(t, "GET", "/v1/state?name="+name, nil)
+		if code != http.StatusOK || state["cluster"] != id {
+			t.Fatalf("/v1/state of %s: %d %v; want cluster %s", name, code, state, id)
+		}
+	}
+	name := d.nameOn(t, "b")
+	code, opened := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
+	if code != http.StatusOK {
+		t.Fatalf("open a session: %d %v", code, opened)
+	}
+	code, locked := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", opened["session"]), map[string]any{"name": name})
+	if st := describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, locked) {
+		t.Fatalf("session lock of %s: %d %v; on cluster b: %+v", name, code, locked, st.Holder)
+	}
+}
