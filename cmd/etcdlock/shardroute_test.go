@@ -3,11 +3,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
@@ -147,5 +150,89 @@ func TestShardedServe(t *testing.T) {
 	code, locked := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", opened["session"]), map[string]any{"name": name})
 	if st := describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, locked) {
 		t.Fatalf("session lock of %s: %d %v; on cluster b: %+v", name, code, locked, st.Holder)
+	}
+}
+
+// TestShardedOneClusterDown: with cluster b down, ls lists a's names and
+// names b (exit 0), and ui starts, shows a's names and names b.
+func TestShardedOneClusterDown(t *testing.T) {
+	d := startDeployment(t)
+	name := d.nameOn(t, "a")
+	s, err := etcdlock.NewShardedSession(ctxFor(t, long), d.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, long)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cs[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLsDown(t, d, name)
+	checkUIDown(t, d, name)
+}
+
+// checkLsDown checks that ls lists name on a and names b, which is down.
+func checkLsDown(t *testing.T, d *deployment, name string) {
+	t.Helper()
+	code, out, stderr := d.sh(t, "ls", "-o", "json")
+	var got []lsJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 1 || got[0].Name != name || got[0].Cluster != "a" ||
+		!strings.Contains(stderr, "cluster b (") || !strings.Contains(stderr, "did not answer") {
+		t.Fatalf("ls -o json with b down: exit %d, %v, stderr %q:\n%s", code, err, stderr, out)
+	}
+	if code, out, _ := d.sh(t, "ls"); code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "CLUSTER") {
+		t.Fatalf("ls with b down: exit %d:\n%s", code, out)
+	}
+}
+
+// checkUIDown checks that ui shows name on a and names b, which is down.
+func checkUIDown(t *testing.T, d *deployment, name string) {
+	t.Helper()
+	p := d.start(t, "ui", "--listen", "127.0.0.1:0")
+	url := waitStderr(t, p, regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/`))
+	page := waitPage(t, url, func(pg shardedPage) bool { return pg.Loaded && len(pg.Locks) == 1 && pg.Error != "" })
+	if page.Locks[0].Name != name || len(page.Clusters) != 2 || page.Clusters[0].Error != "" ||
+		page.Clusters[1].ID != "b" || page.Clusters[1].Error == "" || !strings.Contains(page.Error, "cluster b: ") {
+		t.Fatalf("the page with b down: %+v", page)
+	}
+	p.signal(syscall.SIGINT)
+	if code, _ := p.wait(); code != 0 {
+		t.Fatalf("ui: exit %d after SIGINT; stderr: %s", code, p.stderr.String())
+	}
+}
+
+// shardedPage is what TestShardedOneClusterDown reads of /api/locks.
+type shardedPage struct {
+	Loaded   bool   `json:"loaded"`
+	Error    string `json:"error"`
+	Clusters []struct {
+		ID    string `json:"id"`
+		Error string `json:"error"`
+	} `json:"clusters"`
+	Locks []struct {
+		Name string `json:"name"`
+	} `json:"locks"`
+}
+
+// waitPage polls the page's /api/locks until cond holds.
+func waitPage(t *testing.T, url string, cond func(shardedPage) bool) shardedPage {
+	t.Helper()
+	deadline := time.Now().Add(long)
+	for {
+		var page shardedPage
+		resp, err := http.Get(url + "api/locks")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&page)
+			resp.Body.Close()
+		}
+		if err == nil && cond(page) {
+			return page
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed what was wanted: %+v %v", page, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
