@@ -1,7 +1,8 @@
 package etcdlock
 
 // This file holds what operators do to a sharded deployment besides moving
-// slots (move.go): create it, add a cluster, raise a cluster's generation.
+// slots (move.go) and keeping the clusters' records (shardclusters.go):
+// create it, raise a cluster's generation.
 
 import (
 	"context"
@@ -331,27 +332,4 @@ func (o ownership) gives(slot int, st slotStamp) bool {
 		return false
 	}
 	return o.m.owner[slot] == o.id
-}
-
-// AddCluster records a new member cluster on root, with no slots (move
-// some to it with MoveSlot). It returns an error wrapping
-// ErrInvalidArgument for a bad id, no endpoints, or an id already
-// recorded, and the request's error otherwise.
-func AddCluster(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
-	if err := validateClusterID(id); err != nil {
-		return newError("add cluster", "", err)
-	}
-	if root == nil || len(endpoints) == 0 {
-		return newError("add cluster", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
-	}
-	rec, _ := json.Marshal(Cluster{Endpoints: endpoints})
-	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(clusterKey(id)), "=", 0)).
-		Then(clientv3.OpPut(clusterKey(id), string(rec))).Commit()
-	if err != nil {
-		return newError("add cluster", "", ctxErr(ctx, err))
-	}
-	if !resp.Succeeded {
-		return newError("add cluster", "", fmt.Errorf("%w: cluster %s is recorded already", ErrInvalidArgument, id))
-	}
-	return nil
 }

@@ -65,6 +65,10 @@ type Placement struct {
 	// Move is the slot's move in progress (Status SlotMoving), as the map
 	// watch last saw it; nil otherwise.
 	Move *MoveInfo
+	// Stamp is the state of the slot's stamp there: "active" (keys may be
+	// created), "frozen" or "incoming" (a move's: acquisitions wait), or ""
+	// when the slot has no stamp there.
+	Stamp string
 }
 
 // Where returns where name lives now, read from the map and the slot's
@@ -105,7 +109,7 @@ func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.C
 // settle fills in p's generation and status from the slot's stamp on
 // p.Cluster (st) and the moves the map watch last saw.
 func (r *Shards) settle(p *Placement, st slotStamp) {
-	p.Generation = st.Gen
+	p.Generation, p.Stamp = st.Gen, st.State
 	switch mi, moving := r.Moving(p.Slot); {
 	case moving:
 		p.Status, p.Move = SlotMoving, &mi

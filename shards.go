@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,8 +21,11 @@ import (
 // until Close. Sessions made with NewShardedSession route each name to the
 // cluster that owns its slot. The map changes only by MoveSlot, never
 // because a cluster is down: a cluster that is down makes its names
-// unavailable, as a lost quorum does with one cluster. A Shards is safe for
-// concurrent use.
+// unavailable, as a lost quorum does with one cluster. When the root's
+// record of a cluster changes its endpoints (SetClusterEndpoints) or goes
+// (RemoveCluster), the watch closes the client dialed to the old ones: the
+// sessions on it end, and the next use dials the new ones. A Shards is safe
+// for concurrent use.
 type Shards struct {
 	// Set by NewShards, then read-only.
 	root *clientv3.Client
@@ -37,6 +41,7 @@ type Shards struct {
 	moves    map[int]moveRecord          // the moves in progress, by slot
 	changed  chan struct{}               // closed (and replaced) when m, clusters or moves change
 	clients  map[string]*clientv3.Client // dialed so far
+	dialed   map[string][]string         // the endpoints each of clients was dialed with
 	closed   bool
 }
 
@@ -85,7 +90,7 @@ func dialerWith(log *zap.Logger) Dialer {
 // or when root holds no slot map (CreateShards makes one), and the read's
 // error otherwise.
 func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption) (*Shards, error) {
-	r := &Shards{root: root, log: zap.NewNop(), clients: map[string]*clientv3.Client{}}
+	r := &Shards{root: root, log: zap.NewNop(), clients: map[string]*clientv3.Client{}, dialed: map[string][]string{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, newError("new shards", "", fmt.Errorf("%w: nil option", ErrInvalidArgument))
@@ -146,13 +151,36 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 		}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	stale := r.dropStale(clusters)
 	r.m, r.clusters, r.moves = m, clusters, moves
 	if r.changed != nil {
 		close(r.changed)
 	}
 	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	for _, cli := range stale {
+		_ = cli.Close() // its sessions end; Client dials the new endpoints
+	}
 	return resp.Header.Revision, nil
+}
+
+// dropStale removes from r.clients the client of each cluster whose record
+// is gone (RemoveCluster) or names other endpoints than it was dialed with
+// (SetClusterEndpoints), and returns them, for the caller to close outside
+// r.mu. (A client of a record this read does not show yet, dialed by Client
+// from the root's record, stays.) r.mu is held.
+func (r *Shards) dropStale(clusters map[string]Cluster) []*clientv3.Client {
+	var stale []*clientv3.Client
+	for id, cli := range r.clients {
+		c, ok := clusters[id]
+		_, known := r.clusters[id]
+		if ok && !slices.Equal(c.Endpoints, r.dialed[id]) || !ok && known {
+			stale = append(stale, cli)
+			delete(r.clients, id)
+			delete(r.dialed, id)
+		}
+	}
+	return stale
 }
 
 // follow re-reads the map whenever a key of the root's map, cluster
@@ -241,10 +269,23 @@ func (r *Shards) Slots(id string) []int {
 	return m.slotsOf(id)
 }
 
-// Client returns the client of member cluster id, dialing it on first use.
+// Client returns the client of member cluster id, dialing it on first use
+// (and again after the root's record of it changes its endpoints: the map
+// watch then closes the old client).
 // It returns an error wrapping ErrInvalidArgument for an unknown id, or
 // ErrSessionClosed after Close.
 func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error) {
+	for {
+		cli, again, err := r.client(ctx, id)
+		if !again {
+			return cli, err
+		}
+	}
+}
+
+// client is one attempt of Client; again means the record changed its
+// endpoints while they were dialed (the client dialed is closed).
+func (r *Shards) client(ctx context.Context, id string) (_ *clientv3.Client, again bool, err error) {
 	r.mu.Lock()
 	cli, ok := r.clients[id]
 	c, known := r.clusters[id]
@@ -252,35 +293,38 @@ func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error
 	r.mu.Unlock()
 	switch {
 	case closed:
-		return nil, ErrSessionClosed
+		return nil, false, ErrSessionClosed
 	case ok:
-		return cli, nil
+		return cli, false, nil
 	case !known:
 		// Recorded after the map watch's last news (AddCluster a moment
 		// ago, in this process or another): the root's record decides.
-		var err error
 		if c, err = r.readCluster(ctx, id); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	// Dialed without the lock: a cluster that is down must not hold up the
 	// routing of names on the others.
-	cli, err := r.dial(ctx, id, c.Endpoints)
+	cli, err = r.dial(ctx, id, c.Endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("dial cluster %s: %w", id, err)
+		return nil, false, fmt.Errorf("dial cluster %s: %w", id, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		_ = cli.Close()
-		return nil, ErrSessionClosed
+		return nil, false, ErrSessionClosed
 	}
 	if other, ok := r.clients[id]; ok { // dialed meanwhile by another call
 		_ = cli.Close()
-		return other, nil
+		return other, false, nil
 	}
-	r.clients[id] = cli
-	return cli, nil
+	if cur, ok := r.clusters[id]; ok && !slices.Equal(cur.Endpoints, c.Endpoints) {
+		_ = cli.Close() // the record changed while it was dialed
+		return nil, true, nil
+	}
+	r.clients[id], r.dialed[id] = cli, c.Endpoints
+	return cli, false, nil
 }
 
 // readCluster reads cluster id's record from the root. It returns an error

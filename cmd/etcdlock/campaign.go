@@ -14,7 +14,7 @@ import (
 func (a *app) electPrint(o *holdOpts, name, value, output string) error {
 	return a.withSession(o, quietOnSignal, func(h *held) error {
 		h.sc.stop()
-		if err := a.precheck(context.Background(), h.cli, name); err != nil {
+		if err := a.precheckHeld(context.Background(), h, name); err != nil {
 			return err
 		}
 		e, infos, stopObserve, err := a.watch(h.s, name)
@@ -75,7 +75,7 @@ func (c *campaigner) loop(infos <-chan etcdlock.LeaderInfo, sigs <-chan os.Signa
 				c.resign()
 				return errObserveEnded(c.name)
 			}
-			c.a.printLeader(info, info.Key != "" && info.Lease == c.s.Lease(), c.output)
+			c.a.printLeader(info, c.self(info), c.output)
 		case r := <-c.won:
 			c.won = nil
 			if r.err != nil {
@@ -101,6 +101,21 @@ func (c *campaigner) loop(infos <-chan etcdlock.LeaderInfo, sigs <-chan os.Signa
 			return nil
 		}
 	}
+}
+
+// self reports whether info is this process's term: by its session's
+// lease; on a sharded session (a lease per cluster, Lease 0) by its
+// leadership's key once Campaign returned, by its identity before.
+func (c *campaigner) self(info etcdlock.LeaderInfo) bool {
+	switch {
+	case info.Key == "":
+		return false
+	case !c.s.Sharded():
+		return info.Lease == c.s.Lease()
+	case c.lead != nil:
+		return info.Key == c.lead.Key()
+	}
+	return info.Identity == c.s.Identity()
 }
 
 // leading records that l leads: from now on, its loss ends the loop, and

@@ -40,8 +40,10 @@ it, the names held there, its waiters, its leases, its raft commits per second
 progress from or to it.
 
 'clusters init' makes a deployment, 'clusters add' records a new cluster
-(with no slots: give it some with 'etcdlock move'), 'clusters raise' raises a
-cluster's generation (after restoring it from a snapshot).`,
+(with no slots: give it some with 'etcdlock move'; its endpoints must answer
+unless --force), 'clusters set-endpoints' changes a cluster's endpoints,
+'clusters remove' removes one that has no slots and no move, 'clusters raise'
+raises a cluster's generation (after restoring it from a snapshot).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(cmd, output, "table", "json"); err != nil {
@@ -55,7 +57,7 @@ cluster's generation (after restoring it from a snapshot).`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how far apart the two reads of each leader's applied index are")
-	cmd.AddCommand(a.clustersInitCmd(), a.clustersAddCmd(), a.clustersRaiseCmd())
+	cmd.AddCommand(a.clustersInitCmd(), a.clustersAddCmd(), a.clustersSetEndpointsCmd(), a.clustersRemoveCmd(), a.clustersRaiseCmd())
 	return cmd
 }
 
@@ -152,20 +154,111 @@ equal runs, and write the slot map. It refuses a root that holds a map already.`
 }
 
 func (a *app) clustersAddCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "add ID ENDPOINT[,ENDPOINT...]",
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "add ID ENDPOINT[,ENDPOINT...]...",
 		Short: "Record a new member cluster, with no slots",
-		Args:  exactArgs("ID", "ENDPOINTS"),
+		Long: `Record cluster ID with its endpoints in the root cluster, with no slots (give
+it some with 'etcdlock move --to ID'). The endpoints must answer first (with
+this command's TLS and credentials, within 5 s): a typo is refused, not
+recorded. --force records endpoints that do not answer (a cluster still being
+set up); the command then only warns.`,
+		Args: endpointArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, eps := args[0], splitEndpoints(args[1:])
 			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-				if err := etcdlock.AddCluster(ctx, cli, args[0], strings.Split(args[1], ",")); err != nil {
+				if err := etcdlock.CheckEndpoints(ctx, eps, a.dialMember); err != nil {
+					if !force {
+						return exitf(exitUsage, "%s (--force records them anyway)", plainErr(err))
+					}
+					a.logf("warning: %s; recording them anyway (--force)", plainErr(err))
+				}
+				if err := etcdlock.AddCluster(ctx, cli, id, eps); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
-				fmt.Fprintf(a.stdout, "added cluster %s (no slots yet: etcdlock move --slot S --to %s)\n", args[0], args[0])
+				fmt.Fprintf(a.stdout, "added cluster %s (no slots yet: etcdlock move --slot S --to %s)\n", id, id)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "record the endpoints even if they do not answer")
+	return cmd
+}
+
+func (a *app) clustersSetEndpointsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-endpoints ID ENDPOINT[,ENDPOINT...]...",
+		Short: "Change the endpoints the root records for a member cluster",
+		Long: `Replace the endpoints the root records for cluster ID (its generation and
+slots stay). Every client of the deployment follows the record: it closes its
+connection to the old endpoints and dials the new ones on next use, so the
+sessions it had on that cluster end (their grants are lost, as in an outage of
+that cluster) and the next acquisition there opens a new one. The endpoints
+are not checked: give endpoints of the same cluster.`,
+		Args: endpointArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, eps := args[0], splitEndpoints(args[1:])
+			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				if err := etcdlock.SetClusterEndpoints(ctx, cli, id, eps); err != nil {
+					return exitf(exitUsage, "%s", libErr(err))
+				}
+				fmt.Fprintf(a.stdout, "cluster %s: endpoints %s\n", id, strings.Join(eps, ","))
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) clustersRemoveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a member cluster that has no slots and no move",
+		Long: `Delete the root's record of cluster ID. It is refused while the map gives the
+cluster slots (move them away first with 'etcdlock move') or a move from or
+to it is recorded (finish it with --resume, or --abort it). The cluster's own
+data is not touched.`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				if err := etcdlock.RemoveCluster(ctx, cli, args[0]); err != nil {
+					return exitf(exitUsage, "%s", libErr(err))
+				}
+				fmt.Fprintf(a.stdout, "removed cluster %s\n", args[0])
+				return nil
+			})
+		},
+	}
+}
+
+// endpointArgs wants ID and at least one ENDPOINT.
+func endpointArgs(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return usagef(cmd, "missing ID")
+	case len(args) == 1:
+		return usagef(cmd, "missing ENDPOINT")
+	}
+	for _, ep := range splitEndpoints(args[1:]) {
+		if ep == "" {
+			return usagef(cmd, "an empty endpoint in %q", strings.Join(args[1:], " "))
+		}
+	}
+	return nil
+}
+
+// splitEndpoints is the endpoints of args, each comma separated.
+func splitEndpoints(args []string) []string {
+	var eps []string
+	for _, arg := range args {
+		eps = append(eps, strings.Split(arg, ",")...)
+	}
+	return eps
+}
+
+// plainErr is a library error's text with its causes (errText would give
+// only "no answer in time" for one that wraps a deadline).
+func plainErr(err error) string {
+	return strings.ReplaceAll(err.Error(), "etcdlock: ", "")
 }
 
 func (a *app) clustersRaiseCmd() *cobra.Command {

@@ -22,7 +22,10 @@ codes), with ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN and ETCDLOCK_VALUE set;
 resign when it exits.
 
 Without CMD, print every leadership change (this process's own term is marked)
-until interrupted, then resign and exit 0; exit 125 if leadership is lost.`,
+until interrupted, then resign and exit 0; exit 125 if leadership is lost.
+
+At the root of a sharded deployment the election lives on the cluster its
+slot is on, as with run; a member cluster that is not the root is refused.`,
 		Example: `  etcdlock elect reports/leader 10.0.0.7:8080 -- ./serve-reports
   etcdlock elect reports/leader 10.0.0.7:8080 -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -48,8 +51,8 @@ until interrupted, then resign and exit 0; exit 125 if leadership is lost.`,
 			if err != nil {
 				return err
 			}
-			return a.holdAndRun(&o, "leadership", []string{name}, path, argv, func(ctx context.Context, s *etcdlock.Session, _ bool) (*grant, error) {
-				l, err := etcdlock.NewElection(s, name).Campaign(ctx, value)
+			return a.holdAndRun(&o, "leadership", []string{name}, path, argv, func(ctx context.Context, h *held, _ bool) (*grant, error) {
+				l, err := etcdlock.NewElection(h.s, name).Campaign(ctx, value)
 				if err != nil {
 					return nil, err
 				}
@@ -70,7 +73,9 @@ func (a *app) observeCmd() *cobra.Command {
 		Short: "Print every leader change of an election until interrupted",
 		Long: `Print the current leader of the election NAME, then every change (a new
 leader, a proclaimed value, "no leader"), one line each, until interrupted.
-A slow reader may skip intermediate states but always sees the latest.`,
+A slow reader may skip intermediate states but always sees the latest.
+At the root of a sharded deployment it observes the election on its slot's
+cluster, across moves; a member cluster that is not the root is refused.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkNameAndOutput(cmd, args[0], output, "text", "json"); err != nil {

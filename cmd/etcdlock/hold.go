@@ -33,8 +33,9 @@ type grant struct {
 // held is what withSession hands its body.
 type held struct {
 	cli  *clientv3.Client
-	s    *etcdlock.Session
-	sc   *signalCatcher // still catching: a signal cancels sc.ctx until sc.stop
+	r    *etcdlock.Shards  // the deployment whose root cli reaches; nil on a plain cluster
+	s    *etcdlock.Session // sharded when r is set
+	sc   *signalCatcher    // still catching: a signal cancels sc.ctx until sc.stop
 	sigs <-chan os.Signal
 	// until is when --wait runs out, counted from etcdlock's start (zero
 	// without a positive --wait): reaching etcd is part of the wait.
@@ -56,14 +57,30 @@ func (a *app) withSession(o *holdOpts, on onSignal, body func(h *held) error) er
 	if o.waitSet && o.wait > 0 {
 		h.until = time.Now().Add(o.wait)
 	}
-	cli, s, err := a.reachEtcd(sc.ctx, o, h.until)
+	cli, r, s, err := a.reachEtcd(sc.ctx, o, h.until)
 	if err != nil {
 		return sc.failure(err, "connecting to etcd", on)
 	}
 	defer cli.Close()
-	h.cli, h.s = cli, s
+	if r != nil {
+		defer r.Close() // after the session: its cluster sessions are on r's clients
+	}
+	h.cli, h.r, h.s = cli, r, s
 	defer func() { a.closeSession(h.s) }() // the last session: requeue may replace it
 	return body(h)
+}
+
+// clientOf returns the client of the cluster name lives on: h.cli, or in a
+// sharded deployment that of the cluster its slot is on now.
+func (h *held) clientOf(ctx context.Context, name string) (*clientv3.Client, error) {
+	if h.r == nil {
+		return h.cli, nil
+	}
+	id, err := h.r.ClusterOf(name)
+	if err != nil {
+		return nil, err
+	}
+	return h.r.Client(ctx, id)
 }
 
 // etcdBackoff bounds the pause between reachEtcd's attempts.
@@ -72,7 +89,8 @@ const (
 	etcdBackoffCeil  = 5 * time.Second
 )
 
-// reachEtcd connects and opens the session. Until until (zero: not at all)
+// reachEtcd connects, finds how names are taken (routing: r is set at the
+// root of a sharded deployment) and opens the session. Until until (zero: not at all)
 // it waits out an etcd that is unavailable (see unavailable: no member
 // accepts a connection or answers in time, or those that answer have no
 // leader), retrying with backoff and saying once on stderr what it waits
@@ -80,26 +98,21 @@ const (
 // as a --wait that runs out in the queue does. Any other failure (an
 // unknown host, TLS, credentials, a server that is not etcd) ends it at
 // once, as does ctx (a signal).
-func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*clientv3.Client, *etcdlock.Session, error) {
+func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*clientv3.Client, *etcdlock.Shards, *etcdlock.Session, error) {
 	said := ""
 	pause := etcdBackoffFloor
 	for {
-		cli, err := a.connect(ctx)
+		cli, r, s, err := a.reachOnce(ctx, o)
 		if err == nil {
-			s, serr := a.openSession(ctx, cli, o)
-			if serr == nil {
-				return cli, s, nil
-			}
-			_ = cli.Close()
-			err = serr
+			return cli, r, s, nil
 		}
 		var u *unavailable
 		if until.IsZero() || !errors.As(err, &u) || ctx.Err() != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		left := time.Until(until)
 		if left <= 0 {
-			return nil, nil, exitf(exitWaitTimeout, "timed out after %v (--wait) waiting for etcd: %s", o.wait, u.reason)
+			return nil, nil, nil, exitf(exitWaitTimeout, "timed out after %v (--wait) waiting for etcd: %s", o.wait, u.reason)
 		}
 		if u.reason != said {
 			a.logf("%s; waiting for it (--wait %v, %v left)", u.reason, o.wait, left.Round(time.Second))
@@ -109,22 +122,41 @@ func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*cli
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, nil, context.Cause(ctx)
+			return nil, nil, nil, context.Cause(ctx)
 		case <-t.C:
 		}
 		pause = min(2*pause, etcdBackoffCeil)
 	}
 }
 
+// reachOnce is one attempt of reachEtcd; on an error nothing is left open.
+func (a *app) reachOnce(ctx context.Context, o *holdOpts) (*clientv3.Client, *etcdlock.Shards, *etcdlock.Session, error) {
+	cli, err := a.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := a.routing(ctx, cli, "this command")
+	if err == nil {
+		var s *etcdlock.Session
+		if s, err = a.openSession(ctx, cli, r, o); err == nil {
+			return cli, r, s, nil
+		}
+		if r != nil {
+			_ = r.Close()
+		}
+	}
+	_ = cli.Close()
+	return nil, nil, nil, err
+}
+
 // jitter returns a duration in [d/2, d).
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2) }
 
-// openSession opens the session of run, elect and observe; the grant is
-// bounded by --command-timeout.
-func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts) (*etcdlock.Session, error) {
-	if err := a.refuseSharded(ctx, cli, "this command"); err != nil {
-		return nil, err
-	}
+// openSession opens the session of run, elect and observe: on cli's
+// cluster, or with r a sharded session over r's clusters (it opens a lease
+// on a cluster at its first acquisition there); the grant is bounded by
+// --command-timeout.
+func (a *app) openSession(ctx context.Context, cli *clientv3.Client, r *etcdlock.Shards, o *holdOpts) (*etcdlock.Session, error) {
 	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithRenewEvery(o.ttl / renewDivisor),
 		etcdlock.WithLogger(a.logger())}
 	if o.identity != "" {
@@ -143,7 +175,13 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, o *holdOpts
 	}
 	gctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
-	s, err := etcdlock.NewSession(gctx, cli, opts...)
+	var s *etcdlock.Session
+	var err error
+	if r != nil {
+		s, err = etcdlock.NewShardedSession(gctx, r, opts...)
+	} else {
+		s, err = etcdlock.NewSession(gctx, cli, opts...)
+	}
 	if err != nil {
 		if ms != nil {
 			ms.stop()
@@ -174,7 +212,11 @@ func (a *app) closeSession(s *etcdlock.Session) {
 		return
 	}
 	if err := s.Close(); err != nil {
-		a.logf("warning: could not revoke the session's lease %x (its keys expire within %v): %s", int64(s.Lease()), s.TTL(), libErr(err))
+		lease := fmt.Sprintf("lease %x", int64(s.Lease()))
+		if s.Sharded() {
+			lease = "leases (one per cluster it used)"
+		}
+		a.logf("warning: could not revoke the session's %s (its keys expire within %v): %s", lease, s.TTL(), libErr(err))
 	}
 	if a.stopMetrics != nil {
 		a.stopMetrics()
@@ -182,9 +224,10 @@ func (a *app) closeSession(s *etcdlock.Session) {
 	}
 }
 
-// taker takes the grant of run or elect within ctx; with try (run only),
-// only if it is free, at once (ErrLocked otherwise, nothing written).
-type taker func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error)
+// taker takes the grant of run or elect with h's session within ctx; with
+// try (run only), only if it is free, at once (ErrLocked otherwise, nothing
+// written).
+type taker func(ctx context.Context, h *held, try bool) (*grant, error)
 
 // freeGrant bounds the first look of a --wait shorter than it: a free lock
 // is granted in one round trip, however short --wait is.
@@ -199,7 +242,7 @@ func (a *app) holdAndRun(o *holdOpts, what string, names []string, path string, 
 	name := strings.Join(names, ",")
 	return a.withSession(o, interruptedWhile, func(h *held) error {
 		for _, n := range names {
-			if err := a.precheck(h.sc.ctx, h.cli, n); err != nil {
+			if err := a.precheckHeld(h.sc.ctx, h, n); err != nil {
 				return h.sc.failure(err, fmt.Sprintf("checking access to %q", n), interruptedWhile)
 			}
 		}
@@ -253,7 +296,7 @@ func (a *app) waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, 
 	defer h.sc.stop()
 	if canTry && o.waitSet && o.wait > 0 && time.Until(h.until) < freeGrant {
 		tctx, cancel := context.WithTimeoutCause(h.sc.ctx, freeGrant, errWaitTimeout)
-		g, err = take(tctx, h.s, true)
+		g, err = take(tctx, h, true)
 		cancel()
 		if !errors.Is(err, etcdlock.ErrLocked) {
 			return g, errors.Is(context.Cause(tctx), errWaitTimeout), err
@@ -265,7 +308,7 @@ func (a *app) waitFor(h *held, o *holdOpts, canTry bool, take taker) (g *grant, 
 	}
 	defer cancel()
 	for {
-		g, err = take(wctx, h.s, canTry && o.waitSet && o.wait == 0)
+		g, err = take(wctx, h, canTry && o.waitSet && o.wait == 0)
 		if !errors.Is(err, etcdlock.ErrSessionExpired) || wctx.Err() != nil || a.requeue(wctx, h, o) != nil {
 			return g, errors.Is(context.Cause(wctx), errWaitTimeout), err
 		}

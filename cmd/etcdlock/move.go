@@ -9,17 +9,11 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func (a *app) moveCmd() *cobra.Command {
-	var slot int
-	var name, to string
-	var forceAfter time.Duration
-	var resume bool
-	cmd := &cobra.Command{
-		Use:   "move (--slot S | --name NAME) --to CLUSTER [--force-after D]",
-		Short: "Move a slot (and every name in it) to another cluster",
-		Long: `Move slot S (or the slot of NAME) of the sharded deployment whose root
+// moveLong is move's help text.
+const moveLong = `Move slot S (or the slot of NAME) of the sharded deployment whose root
 --endpoints reaches to cluster CLUSTER, printing each phase: the slot is frozen
 on its source (new acquisitions wait for the move; no write sent before can
 create a key there), the source's queues of the slot drain in FIFO order (the
@@ -34,14 +28,28 @@ as 'etcdlock break' does). The broken holders may still be running and believe
 they hold: it is safe only for resources that check fencing tokens.
 
 A move interrupted (a signal, a crash) leaves the slot frozen: its names wait.
-Run the same move again with --resume to finish it.`,
-		Args: cobra.NoArgs,
+Run the same move again with --resume to finish it, or give it up with
+--abort: the move's record goes and the slot stays on its source, where its
+names are granted again.`
+
+func (a *app) moveCmd() *cobra.Command {
+	var slot int
+	var name, to string
+	var forceAfter time.Duration
+	var resume, abort bool
+	cmd := &cobra.Command{
+		Use:   "move (--slot S | --name NAME) (--to CLUSTER [--force-after D] [--resume] | --abort)",
+		Short: "Move a slot (and every name in it) to another cluster",
+		Long:  moveLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			slotSet, nameSet := cmd.Flags().Changed("slot"), cmd.Flags().Changed("name")
 			switch {
 			case slotSet == nameSet:
 				return usagef(cmd, "give one of --slot and --name")
-			case to == "":
+			case abort && (to != "" || forceAfter != 0 || resume):
+				return usagef(cmd, "--abort takes no --to, --force-after or --resume")
+			case to == "" && !abort:
 				return usagef(cmd, "--to is required")
 			case forceAfter < 0:
 				return usagef(cmd, "--force-after must not be negative, not %v", forceAfter)
@@ -50,6 +58,9 @@ Run the same move again with --resume to finish it.`,
 					return err
 				}
 				slot = etcdlock.SlotOf(name)
+			}
+			if abort {
+				return a.abortMove(slot)
 			}
 			if forceAfter > 0 {
 				a.logf("--force-after %v: holders still on the source then are broken while they may still run; safe only for resources that check fencing tokens", forceAfter)
@@ -62,7 +73,28 @@ Run the same move again with --resume to finish it.`,
 	cmd.Flags().StringVar(&to, "to", "", "the cluster to move it to")
 	cmd.Flags().DurationVar(&forceAfter, "force-after", 0, "break what is left on the source this long after the drain began (0: never)")
 	cmd.Flags().BoolVar(&resume, "resume", false, "finish a move of the slot to the same cluster that was interrupted")
+	cmd.Flags().BoolVar(&abort, "abort", false, "give up the move of the slot in progress: the slot stays on its source")
 	return cmd
+}
+
+// abortMove gives up the move of slot in progress.
+func (a *app) abortMove(slot int) error {
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		r, err := a.mustShards(ctx, cli)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		what := "the move"
+		if mi, ok := r.Moving(slot); ok {
+			what = fmt.Sprintf("the move from %s to %s", mi.From, mi.To)
+		}
+		if err := r.AbortMove(ctx, slot); err != nil {
+			return exitf(exitUsage, "%s", libErr(err))
+		}
+		fmt.Fprintf(a.stdout, "slot %d: %s aborted\n", slot, what)
+		return nil
+	})
 }
 
 // move runs the move until it is done or a signal stops it.
@@ -89,7 +121,7 @@ func (a *app) move(slot int, to string, o etcdlock.MoveOptions) error {
 	}
 	if err := r.MoveSlot(ctx, slot, to, o); err != nil {
 		if ctx.Err() != nil {
-			return exitf(exitUsage, "%s (interrupted: the slot stays frozen; finish with --resume)", libErr(err))
+			return exitf(exitUsage, "%s (interrupted: the slot stays frozen; finish with --resume, or give up with --abort)", libErr(err))
 		}
 		return exitf(exitUsage, "%s", libErr(err))
 	}

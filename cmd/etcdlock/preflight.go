@@ -173,6 +173,18 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// precheckHeld is precheck on the cluster name lives on (h.clientOf). In a
+// sharded deployment whose cluster for name cannot be dialed now, the check
+// is left to the acquisition, which says why it cannot be had (or waits
+// for it within --wait).
+func (a *app) precheckHeld(ctx context.Context, h *held, name string) error {
+	cli, err := h.clientOf(ctx, name)
+	if err != nil {
+		return nil
+	}
+	return a.precheck(ctx, cli, name)
+}
+
 // precheck makes sure that this user may take name, bounded by
 // --command-timeout: the library retries every failed write while it waits,
 // permission denied included, so a user whose role does not cover the name

@@ -29,7 +29,7 @@ func (a *app) requeue(ctx context.Context, h *held, o *holdOpts) error {
 		return err
 	}
 	for {
-		s, err := a.openSession(ctx, h.cli, o)
+		s, err := a.openSession(ctx, h.cli, h.r, o)
 		if err == nil {
 			h.s = s
 			a.logf("etcd was unreachable for about %v while waiting, longer than the session's TTL (%v), so its lease expired: waiting again, with a new session, at the end of the queue",

@@ -50,6 +50,12 @@ etcdlock's own exit, pass the lock at once. It is for resources that cannot
 check $ETCDLOCK_TOKEN; it makes a stalled holder's late writes less likely,
 not impossible.
 
+At the root of a sharded deployment (see 'etcdlock clusters'), each name is
+taken on the cluster its slot is on, with a sharded session (a lease on each
+cluster it uses; --names must then share one cluster); while the slot is
+moving the wait lasts until the move ends. A member cluster that is not the
+root is refused.
+
 Without CMD, hold the lock interactively (as "etcdctl lock NAME" does): print
 the grant (name, token, key) on stdout and hold it until SIGINT or SIGTERM
 (release, exit 0) or its loss (exit 125).
@@ -158,14 +164,14 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 		return a.holdAndRun(o, "locks", names, path, argv, takeAll(names))
 	}
 	name := names[0]
-	return a.holdAndRun(o, "lock", names, path, argv, func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
-		l, err := rk.take(ctx, s, name, try)
+	return a.holdAndRun(o, "lock", names, path, argv, func(ctx context.Context, h *held, try bool) (*grant, error) {
+		l, err := rk.take(ctx, h.s, name, try)
 		if err != nil {
 			return nil, err
 		}
 		g := &grant{what: "lock", name: name, key: l.Key(), token: l.Token(), ctx: l.Context(), release: l.Unlock}
 		if onceSet {
-			return onceGrant(ctx, s, g, l, once)
+			return onceGrant(ctx, h, g, l, once)
 		}
 		return g, nil
 	})
@@ -173,12 +179,12 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 
 // takeAll takes names together (LockAll; TryLockAll with try).
 func takeAll(names []string) taker {
-	return func(ctx context.Context, s *etcdlock.Session, try bool) (*grant, error) {
+	return func(ctx context.Context, h *held, try bool) (*grant, error) {
 		take := etcdlock.LockAll
 		if try {
 			take = etcdlock.TryLockAll
 		}
-		ls, err := take(ctx, s, names...)
+		ls, err := take(ctx, h.s, names...)
 		if err != nil {
 			return nil, err
 		}
@@ -207,16 +213,18 @@ func checkOnce(cmd *cobra.Command, onceSet bool, argv []string, o *holdOpts, rk 
 
 // onceGrant makes g a --once grant: it fails with errOnceDone (g released)
 // when id is already done, and records id on the command's success.
-func onceGrant(ctx context.Context, s *etcdlock.Session, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
+func onceGrant(ctx context.Context, h *held, g *grant, l *etcdlock.Lock, id string) (*grant, error) {
 	done, err := l.Completed(ctx, id)
 	if err == nil && done {
 		err = fmt.Errorf("%w: run %q of %q", errOnceDone, id, g.name)
-		if c, ok, cerr := etcdlock.LastCompletion(ctx, s.Client(), g.name); cerr == nil && ok {
-			err = fmt.Errorf("%w (%s)", err, c)
+		if cli, cerr := h.clientOf(ctx, g.name); cerr == nil {
+			if c, ok, lerr := etcdlock.LastCompletion(ctx, cli, g.name); lerr == nil && ok {
+				err = fmt.Errorf("%w (%s)", err, c)
+			}
 		}
 	}
 	if err != nil {
-		_ = bounded(s, l.Unlock) // if it does not finish, closing the session revokes the lease
+		_ = bounded(h.s, l.Unlock) // if it does not finish, closing the session revokes the lease
 		return nil, err
 	}
 	g.complete = func(ctx context.Context) error { return l.MarkDone(ctx, id) }

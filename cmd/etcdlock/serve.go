@@ -35,6 +35,11 @@ Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
 session_expired, unavailable and permission_denied.
 
+At the root of a sharded deployment (see 'etcdlock clusters') every session
+is a sharded one: each name is taken on the cluster its slot is on, and
+/v1/state says where (and whether a move holds it). A member cluster that is
+not the root is refused.
+
 It listens on localhost unless told otherwise; --socket serves a unix
 socket instead (mode 0600: its owner is the access control), and
 --auth-token-file requires "Authorization: Bearer <token>" on every
@@ -79,13 +84,19 @@ func (a *app) serve(listen, socket, token string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.refuseSharded(context.Background(), cli, "serve"); err != nil {
-		_ = cli.Close()
+	defer cli.Close()
+	r, err := a.routing(context.Background(), cli, "serve")
+	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	state := func(ctx context.Context, name string) (any, error) { return statusOf(ctx, cli, name) }
+	if r != nil {
+		defer r.Close() // after the server closed its sessions (runServer)
+		state = func(ctx context.Context, name string) (any, error) { return shardedStatus(ctx, r, name) }
+		a.logf("the cluster at --endpoints is the root of a sharded deployment of %d clusters: each name is taken on its own", len(r.Clusters()))
+	}
 	srv, err := serve.New(cli, serve.Config{AuthToken: token, Logger: a.logger(), Identity: serveIdentity(),
-		State: func(ctx context.Context, name string) (any, error) { return statusOf(ctx, cli, name) }})
+		State: state, Shards: r})
 	if err != nil {
 		return exitf(exitUsage, "%v", err)
 	}

@@ -14,6 +14,15 @@ import (
 // (and no error) when cli's cluster holds no slot map, or the user may not
 // read it: the deployment is one cluster.
 func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock.Shards, ok bool, err error) {
+	r, ok, err = a.readShards(ctx, cli)
+	if err != nil {
+		return nil, false, exitf(exitUsage, "%s", libErr(err))
+	}
+	return r, ok, nil
+}
+
+// readShards is openShards with the library's error.
+func (a *app) readShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock.Shards, ok bool, err error) {
 	r, err = etcdlock.NewShards(ctx, cli, etcdlock.WithDialer(a.dialMember), etcdlock.WithShardsLogger(a.logger()))
 	switch {
 	case err == nil:
@@ -22,29 +31,47 @@ func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock
 		strings.Contains(errText(err), "permission denied"):
 		return nil, false, nil
 	}
-	return nil, false, exitf(exitUsage, "%s", libErr(err))
+	return nil, false, err
 }
 
-// refuseSharded fails when cli's cluster is part of a sharded deployment
-// (its root, or a member): run, elect, observe and serve take names with
-// plain sessions, whose writes do not compare a slot's stamp, so a move
-// could not freeze them and a name could be held on two clusters at once.
+// routing returns how run, elect, observe and serve take names: over the
+// clusters of the sharded deployment whose root cli reaches (r, which the
+// caller closes after the sessions on it), or on cli's cluster alone (a nil
+// r: a plain cluster). A member cluster of a deployment that is not its
+// root is refused: plain sessions there do not compare a slot's stamp, so a
+// move could not freeze them and a name could be held on two clusters.
+//
+// A failure to read (etcd down, or without a leader) is one that run and
+// elect wait out within --wait (see unavailable).
+func (a *app) routing(ctx context.Context, cli *clientv3.Client, what string) (*etcdlock.Shards, error) {
+	rctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
+	defer cancel()
+	r, ok, err := a.readShards(rctx, cli)
+	switch {
+	case err != nil:
+		if isTimeout(err) && errors.Is(probe(ctx, cli, cli.Endpoints(), a.conn.dialTimeout), errNoLeader) {
+			err = errNoLeader // the read waited for a leader that never came
+		}
+		return nil, a.conn.unavailable(err, exitf(exitUsage, "cannot open a session: %s", libErr(err)))
+	case ok:
+		return r, nil
+	}
+	return nil, a.refuseMember(rctx, cli, what)
+}
+
+// refuseMember fails when cli's cluster holds etcdlock-shards/ keys (and,
+// as routing found, no slot map): a member of a sharded deployment.
 //
 // The read is serializable (any member answers, with or without a leader);
 // when none can (or the user's role may not read etcdlock-shards/), the
 // check is left to what follows, which needs the cluster too and says why
 // it cannot have it.
-func (a *app) refuseSharded(ctx context.Context, cli *clientv3.Client, what string) error {
-	ctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
-	defer cancel()
+func (a *app) refuseMember(ctx context.Context, cli *clientv3.Client, what string) error {
 	resp, err := cli.Get(ctx, "etcdlock-shards/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
-	switch {
-	case err != nil:
+	if err != nil || resp.Count == 0 {
 		return nil
-	case resp.Count > 0:
-		return exitf(exitUsage, "the cluster at --endpoints is part of a sharded deployment (it holds etcdlock-shards/ keys): %s takes names on one cluster only and could hold a name that a move gives to another cluster; use the library's NewShardedSession (etcdlock status NAME says where a name lives)", what)
 	}
-	return nil
+	return exitf(exitUsage, "the cluster at --endpoints is part of a sharded deployment but is not its root (it holds etcdlock-shards/ keys and no slot map): %s would take names on it alone, while the map may give them to another cluster; give the root cluster's endpoints, and %s routes each name to its cluster (etcdlock status NAME says where a name lives)", what, what)
 }
 
 // mustShards is openShards for the commands that need a deployment.

@@ -12,9 +12,9 @@ import (
 
 // TestShardedDeployment drives the operators' commands on two clusters:
 // clusters init, clusters (table and JSON), status of a sharded name (its
-// cluster, slot and generation), move with its phases (draining while a
-// holder holds, done once it lets go), clusters add and raise, and a bad
-// move.
+// cluster, slot and generation, and its move while it drains), move with
+// its phases (draining while a holder holds, done once it lets go),
+// clusters add, set-endpoints, raise and remove, and a bad move.
 func TestShardedDeployment(t *testing.T) {
 	cs := embedtest.StartClusters(t, 2, embedtest.WithMembers(1))
 	root := []string{"--endpoints", strings.Join(cs[0].Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
@@ -58,7 +58,6 @@ func TestShardedDeployment(t *testing.T) {
 
 	checkMoveCommand(t, sh, root, name, from, to, l)
 	checkClusterAdmin(t, sh, cs[1])
-	checkRefusals(t, root, cs[1], name)
 }
 
 // checkLs checks that ls -o json shows name on cluster from.
@@ -69,18 +68,6 @@ func checkLs(t *testing.T, sh func(...string) (int, string, string), name, from 
 	}
 }
 
-// checkRefusals checks that run (at the root) and elect (at a member)
-// refuse a sharded deployment.
-func checkRefusals(t *testing.T, root []string, member *embedtest.Cluster, name string) {
-	t.Helper()
-	at := []string{"--endpoints", strings.Join(member.Endpoints(), ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
-	for _, args := range [][]string{append(root, "run", name, "--", "true"), append(at, "elect", name, "me", "--", "true")} {
-		if code, _, stderr := runIn(t, args...); code != 1 || !strings.Contains(stderr, "part of a sharded deployment") {
-			t.Fatalf("%v: exit %d, %q; want a refusal", args, code, stderr)
-		}
-	}
-}
-
 // checkMoveCommand moves name's slot from from to to with etcdlock move
 // while l holds it: the move drains until l lets go.
 func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), root []string, name, from, to string, l *etcdlock.Lock) {
@@ -88,6 +75,7 @@ func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), ro
 	ctx := ctxFor(t, long)
 	mv := startRaw(t, nil, append(append([]string(nil), root...), "move", "--name", name, "--to", to)...)
 	mv.waitLine("draining on " + from + ": 1 keys of 1 names left")
+	checkStatusMoving(t, sh, name, from, to)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +83,7 @@ func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), ro
 	if code, out := mv.wait(); code != 0 {
 		t.Fatalf("move: exit %d, %q, %q", code, out, mv.stderr.String())
 	}
-	if code, out, _ := sh("status", name, "-o", "json"); code != 0 || !strings.Contains(out, `"cluster": "`+to+`"`) {
+	if code, out, _ := sh("status", name, "-o", "json"); code != 0 || !strings.Contains(out, `"cluster": "`+to+`"`) || strings.Contains(out, `"moving"`) {
 		t.Fatalf("status -o json after the move: exit %d:\n%s", code, out)
 	}
 	if code, _, stderr := sh("move", "--slot", "5000", "--to", "a"); code != 1 || !strings.Contains(stderr, "not in 0..4095") {
@@ -103,14 +91,48 @@ func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), ro
 	}
 }
 
-// checkClusterAdmin adds a cluster c (at c1's endpoints) and raises it.
+// checkStatusMoving checks that status says name's slot is moving from
+// from to to, frozen on from, acquisitions waiting (text and JSON).
+func checkStatusMoving(t *testing.T, sh func(...string) (int, string, string), name, from, to string) {
+	t.Helper()
+	code, out, stderr := sh("status", name)
+	if want := fmt.Sprintf("is moving from %s to %s", from, to); code != 0 || !strings.Contains(out, want) ||
+		!strings.Contains(out, "stamp on "+from+" is frozen: acquisitions wait until the move ends") {
+		t.Fatalf("status during the move: exit %d, stderr %q, want %q and the frozen stamp in:\n%s", code, stderr, want, out)
+	}
+	code, out, _ = sh("status", name, "-o", "json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Moving == nil {
+		t.Fatalf("status -o json during the move: exit %d, %v:\n%s", code, err, out)
+	}
+	if m := *st.Moving; m.From != from || m.To != to || m.Stamp != "frozen" || !m.AcquisitionsWait || m.Started == "" || m.Owner == "" {
+		t.Fatalf("status -o json during the move: moving %+v", m)
+	}
+}
+
+// checkClusterAdmin adds a cluster c: refused at endpoints that do not
+// answer, recorded there with --force; moves it to c1's endpoints, raises
+// it and removes it; and refuses to remove b, which has slots.
 func checkClusterAdmin(t *testing.T, sh func(...string) (int, string, string), c1 *embedtest.Cluster) {
 	t.Helper()
-	if code, out, stderr := sh("clusters", "add", "c", strings.Join(c1.Endpoints(), ",")); code != 0 || !strings.Contains(out, "added cluster c") {
-		t.Fatalf("clusters add: exit %d, %q, %q", code, out, stderr)
-	}
-	if code, out, stderr := sh("clusters", "raise", "c"); code != 0 || !strings.Contains(out, "cluster c: generation") {
-		t.Fatalf("clusters raise: exit %d, %q, %q", code, out, stderr)
+	eps := strings.Join(c1.Endpoints(), ",")
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"clusters", "add", "c", "http://127.0.0.1:1"}, 1, "", "do not answer"},
+		{[]string{"clusters", "add", "c", "--force", "http://127.0.0.1:1"}, 0, "added cluster c", "recording them anyway (--force)"},
+		{[]string{"clusters", "set-endpoints", "c", eps}, 0, "cluster c: endpoints " + eps, ""},
+		{[]string{"clusters", "raise", "c"}, 0, "cluster c: generation", ""},
+		{[]string{"clusters", "remove", "b"}, 1, "", "gives cluster b"},
+		{[]string{"clusters", "remove", "c"}, 0, "removed cluster c", ""},
+		{[]string{"clusters", "remove", "c"}, 1, "", "unknown cluster"},
+	} {
+		code, out, stderr := sh(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+			t.Fatalf("%v: exit %d, %q, %q; want %d, %q, %q", tc.args, code, out, stderr, tc.code, tc.stdout, tc.stderr)
+		}
 	}
 }
 

@@ -29,7 +29,12 @@ LEFT is etcd's count: a healthy session renews every TTL/3 (etcdlock run:
 TTL/10), so a holder's dips to about two thirds of the TTL between renewals.
 A name used with run --once also shows its last completed run. LOCK-DELAY
 (shown when a key has one) is the session's lock-delay (run --lock-delay): if
-it is lost while holding, the lock passes on only that long after.`,
+it is lost while holding, the lock passes on only that long after.
+
+At the root of a sharded deployment, status reads NAME on the cluster its
+slot is on and says which (with the slot and its generation), and whether a
+move holds the slot: while the slot's stamp there is frozen, acquisitions
+wait until the move ends (-o json: "moving").`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkNameAndOutput(cmd, args[0], output, "table", "json"); err != nil {
@@ -78,13 +83,56 @@ func (a *app) routedStatus(ctx context.Context, root *clientv3.Client, name stri
 		return statusOf(ctx, root, name)
 	}
 	defer r.Close()
+	return shardedStatus(ctx, r, name)
+}
+
+// shardedStatus is statusOf on the cluster of r that name's slot is on,
+// saying where, and whether a move holds the slot (status, and serve's
+// /v1/state).
+func shardedStatus(ctx context.Context, r *etcdlock.Shards, name string) (statusJSON, error) {
 	where, cli, err := r.Where(ctx, name)
 	if err != nil {
 		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
 	}
 	out, err := statusOf(ctx, cli, name)
 	out.Cluster, out.Slot, out.Generation = where.Cluster, &where.Slot, where.Generation
+	out.Moving = movingOf(r, where)
 	return out, err
+}
+
+// movingOf is the slot's move as r's map watch last saw it, with the
+// slot's stamp on where's cluster; nil when no move is recorded and the
+// stamp is active.
+func movingOf(r *etcdlock.Shards, where etcdlock.Placement) *lockjson.Moving {
+	mi, moving := r.Moving(where.Slot)
+	if !moving && where.Stamp == "active" {
+		return nil
+	}
+	m := &lockjson.Moving{Stamp: where.Stamp, AcquisitionsWait: where.Stamp != "active"}
+	if m.Stamp == "" {
+		m.Stamp = "none"
+	}
+	if moving {
+		m.From, m.To, m.Owner = mi.From, mi.To, mi.Owner
+		m.Started = mi.Started.UTC().Format(time.RFC3339)
+	}
+	return m
+}
+
+// printMoving says what a move does to the name's slot (status).
+func (a *app) printMoving(out statusJSON) {
+	m := out.Moving
+	if m == nil {
+		return
+	}
+	if m.From != "" {
+		fmt.Fprintf(a.stdout, "slot %d is moving from %s to %s (started %s by %s)\n", *out.Slot, m.From, m.To, m.Started, m.Owner)
+	}
+	if m.AcquisitionsWait {
+		fmt.Fprintf(a.stdout, "slot %d's stamp on %s is %s: acquisitions wait until the move ends\n", *out.Slot, out.Cluster, m.Stamp)
+	} else {
+		fmt.Fprintf(a.stdout, "slot %d's stamp on %s is still active: the move has not frozen it yet\n", *out.Slot, out.Cluster)
+	}
 }
 
 // statusOf reads the status of name (status, and serve's /v1/state).
@@ -178,6 +226,7 @@ func (a *app) printStatus(name string, out statusJSON) error {
 	}
 	if out.Cluster != "" {
 		fmt.Fprintf(a.stdout, "%q lives on cluster %s (slot %d, generation %d)\n", name, out.Cluster, *out.Slot, out.Generation)
+		a.printMoving(out)
 	}
 	if out.Holder == nil {
 		fmt.Fprintf(a.stdout, "%q is free (revision %d)\n", name, out.Revision)

@@ -8,6 +8,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/ui"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func (a *app) uiCmd() *cobra.Command {
@@ -26,6 +27,11 @@ and candidates, a timeline of grants, releases and expiries, and a chart of
 the last 15 minutes. It is driven by one watch of etcd, however many pages
 are open, and also serves the same data as JSON (/api/locks, in the shapes of
 status -o json) and as server-sent events (/api/stream).
+
+At the root of a sharded deployment the page shows the names of every member
+cluster, each with its cluster, and the moves of their slots; a member
+cluster that does not answer is named on the page (and retried) while the
+others are shown.
 
 The page is read-only and listens on localhost unless told otherwise.
 --allow-break adds a Break button to every holder: it asks for
@@ -63,9 +69,7 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 	}
 	if sharded {
 		defer r.Close()
-		if cfg.Clusters, err = a.memberSources(r); err != nil {
-			return err
-		}
+		cfg.Clusters = memberSources(r)
 	}
 	srv, err := ui.New(cli, cfg)
 	if err != nil {
@@ -86,19 +90,17 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 	return runUI(srv, ln, sigs)
 }
 
-// memberSources dials every member cluster of r, for a sharded page.
-func (a *app) memberSources(r *etcdlock.Shards) ([]ui.Source, error) {
+// memberSources is every member cluster of r, for a sharded page, each
+// dialed by the page (again, until it answers: a cluster that is down
+// shows as such, and the others are shown).
+func memberSources(r *etcdlock.Shards) []ui.Source {
 	var out []ui.Source
 	for _, c := range r.Clusters() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.conn.commandTimeout)
-		cli, err := r.Client(ctx, c.ID)
-		cancel()
-		if err != nil {
-			return nil, exitf(exitUsage, "cluster %s: %s", c.ID, libErr(err))
-		}
-		out = append(out, ui.Source{ID: c.ID, Client: cli})
+		out = append(out, ui.Source{ID: c.ID, Dial: func(ctx context.Context) (*clientv3.Client, error) {
+			return r.Client(ctx, c.ID)
+		}})
 	}
-	return out, nil
+	return out
 }
 
 // runUI serves the page until a signal comes (or the server fails).

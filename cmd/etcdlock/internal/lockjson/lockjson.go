@@ -55,6 +55,25 @@ type Status struct {
 	Cluster    string `json:"cluster,omitempty"`
 	Slot       *int   `json:"slot,omitempty"`
 	Generation int64  `json:"generation,omitempty"`
+	// Moving is set (status only) while the name's slot is moving or its
+	// stamp on its cluster is not active: acquisitions wait.
+	Moving *Moving `json:"moving,omitempty"`
+}
+
+// Moving is a sharded name's slot during a move.
+type Moving struct {
+	// From, To, Started (RFC 3339, the mover's clock) and Owner describe
+	// the move the root records; absent when none is.
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Started string `json:"started,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	// Stamp is the state of the slot's stamp on the name's cluster:
+	// "active", "frozen", ..., or "none".
+	Stamp string `json:"stamp"`
+	// AcquisitionsWait is true while the stamp is not active: acquisitions
+	// of the slot's names wait until the move ends.
+	AcquisitionsWait bool `json:"acquisitions_wait"`
 }
 
 // LastRun is a name's completion record (etcdlock.Completion): the last

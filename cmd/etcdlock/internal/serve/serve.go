@@ -35,6 +35,10 @@ type Config struct {
 	// shows its own, see etcdlock.WithHolderIdentity).
 	Identity string
 	Logger   *zap.Logger
+	// Shards, when set, is the sharded deployment whose root is New's
+	// client: every session is then a sharded session over its clusters
+	// (etcdlock.NewShardedSession), which routes each name to its cluster.
+	Shards *etcdlock.Shards
 }
 
 // Server serves the API on one etcd client. It is safe for concurrent use.
@@ -200,7 +204,7 @@ func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdl
 	if old != nil {
 		_ = old.Close()
 	}
-	s, err := etcdlock.NewSession(ctx, srv.cli, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
+	s, err := srv.newSession(ctx, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
 		etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs))
 	if err != nil {
 		return nil, err
@@ -220,6 +224,15 @@ func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdl
 		return cur, nil
 	}
 	return s, nil
+}
+
+// newSession opens a session on the server's cluster, or a sharded one
+// over its deployment's clusters (Config.Shards).
+func (srv *Server) newSession(ctx context.Context, opts ...etcdlock.SessionOption) (*etcdlock.Session, error) {
+	if srv.cfg.Shards != nil {
+		return etcdlock.NewShardedSession(ctx, srv.cfg.Shards, opts...)
+	}
+	return etcdlock.NewSession(ctx, srv.cli, opts...)
 }
 
 // errStopping is the cause of a request's context when the server stops.

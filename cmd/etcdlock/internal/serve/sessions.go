@@ -62,7 +62,7 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	if req.Identity != "" {
 		opts = append(opts, etcdlock.WithIdentity(req.Identity))
 	}
-	s, err := etcdlock.NewSession(r.Context(), srv.cli, opts...)
+	s, err := srv.newSession(r.Context(), opts...)
 	if err != nil {
 		srv.writeError(w, err)
 		return

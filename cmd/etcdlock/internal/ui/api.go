@@ -27,18 +27,21 @@ const (
 
 // locksJSON is /api/locks's answer: one page of the names that match.
 type locksJSON struct {
-	Prefix     string            `json:"prefix"`
-	KeyPrefix  string            `json:"key_prefix"`
-	Loaded     bool              `json:"loaded"`
-	Error      string            `json:"error,omitempty"`
-	Revision   int64             `json:"revision"`
-	Names      int               `json:"names"`   // under the prefix
-	Matched    int               `json:"matched"` // of them, matching the filter
-	Offset     int               `json:"offset"`
-	Limit      int               `json:"limit"`
-	AllowBreak bool              `json:"allow_break"`
-	Sharded    bool              `json:"sharded,omitempty"` // every lock names its cluster
-	Locks      []lockjson.Status `json:"locks"`
+	Prefix     string `json:"prefix"`
+	KeyPrefix  string `json:"key_prefix"`
+	Loaded     bool   `json:"loaded"`
+	Error      string `json:"error,omitempty"`
+	Revision   int64  `json:"revision"`
+	Names      int    `json:"names"`   // under the prefix
+	Matched    int    `json:"matched"` // of them, matching the filter
+	Offset     int    `json:"offset"`
+	Limit      int    `json:"limit"`
+	AllowBreak bool   `json:"allow_break"`
+	Sharded    bool   `json:"sharded,omitempty"` // every lock names its cluster
+	// Clusters are a sharded page's clusters, each with its failure if it
+	// has one (its names are then missing, or as last seen).
+	Clusters []clusterJSON     `json:"clusters,omitempty"`
+	Locks    []lockjson.Status `json:"locks"`
 }
 
 // apiError writes {"error": msg} with code.
@@ -84,7 +87,7 @@ func (s *Server) serveLocks(w http.ResponseWriter, r *http.Request, filter strin
 	out := locksJSON{Prefix: s.cfg.Prefix, KeyPrefix: s.keyPrefix, Offset: offset, Limit: limit,
 		AllowBreak: s.cfg.AllowBreak, Sharded: s.sharded(), Locks: []lockjson.Status{}}
 	s.mu.Lock()
-	out.Loaded, out.Revision, out.Names = s.loaded(), s.rev(), s.nnames()
+	out.Loaded, out.Revision, out.Names, out.Clusters = s.loaded(), s.rev(), s.nnames(), s.clusters()
 	if err := s.readErr(); err != nil {
 		out.Error = errorText(err, s.keyPrefix)
 	}
@@ -233,7 +236,12 @@ func (s *Server) handleBreak(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	err := etcdlock.Break(ctx, s.clientOf(req.Name), req.Name, etcdlock.Token(req.Token))
+	cli := s.clientOf(req.Name)
+	if cli == nil {
+		apiError(w, http.StatusBadGateway, "the cluster of %q cannot be reached yet", req.Name)
+		return
+	}
+	err := etcdlock.Break(ctx, cli, req.Name, etcdlock.Token(req.Token))
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{"broken": true, "name": req.Name, "token": req.Token})

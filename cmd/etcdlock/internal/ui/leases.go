@@ -25,9 +25,8 @@ const (
 
 // ttlCache asks etcd about leases. It is safe for concurrent use.
 type ttlCache struct {
-	cli *clientv3.Client
-
 	mu   sync.Mutex
+	cli  *clientv3.Client // nil until the cluster is dialed: nothing is asked
 	left map[clientv3.LeaseID]ttlAnswer
 }
 
@@ -38,6 +37,20 @@ type ttlAnswer struct {
 
 func newTTLCache(cli *clientv3.Client) *ttlCache {
 	return &ttlCache{cli: cli, left: map[clientv3.LeaseID]ttlAnswer{}}
+}
+
+// setClient sets the client asked (for a cluster dialed late).
+func (c *ttlCache) setClient(cli *clientv3.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cli = cli
+}
+
+// client returns the client asked, nil before it is dialed.
+func (c *ttlCache) client() *clientv3.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cli
 }
 
 // timeLeft returns the seconds left on each lease (-1 for a gone one),
@@ -102,9 +115,13 @@ func (c *ttlCache) alive(ctx context.Context, leases []clientv3.LeaseID) (map[cl
 		}
 		return distinct, true
 	}
+	cli := c.client()
+	if cli == nil {
+		return nil, false
+	}
 	actx, cancel := context.WithTimeout(ctx, leaseTimeout)
 	defer cancel()
-	resp, err := c.cli.Leases(actx)
+	resp, err := cli.Leases(actx)
 	if err != nil {
 		return nil, false
 	}
@@ -119,9 +136,13 @@ func (c *ttlCache) alive(ctx context.Context, leases []clientv3.LeaseID) (map[cl
 // ask returns the seconds left on lease id (-1 once it is gone), and false
 // when etcd could not say.
 func (c *ttlCache) ask(ctx context.Context, id clientv3.LeaseID) (int64, bool) {
+	cli := c.client()
+	if cli == nil {
+		return 0, false
+	}
 	actx, cancel := context.WithTimeout(ctx, leaseTimeout)
 	defer cancel()
-	resp, err := c.cli.TimeToLive(actx, id)
+	resp, err := cli.TimeToLive(actx, id)
 	switch {
 	case err != nil && isLeaseNotFound(err):
 		return -1, true

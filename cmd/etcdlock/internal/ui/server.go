@@ -123,8 +123,13 @@ func (s *Server) follow(ctx context.Context, src *source) {
 			return
 		}
 		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+		cli, err := s.client(ctx, src)
+		if err != nil {
+			s.failed(ctx, src, err)
+			continue
+		}
 		// Phase 1: one paged read at one revision.
-		v, err := s.load(ctx, src)
+		v, err := s.load(ctx, cli)
 		if err != nil {
 			s.failed(ctx, src, err)
 			continue
@@ -134,7 +139,7 @@ func (s *Server) follow(ctx context.Context, src *source) {
 		s.mu.Unlock()
 		pause = 0
 		// Phase 2: the watch, from the next revision until it fails.
-		s.failed(ctx, src, s.watch(ctx, src, v.rev+1))
+		s.failed(ctx, src, s.watch(ctx, src, cli, v.rev+1))
 	}
 }
 
@@ -149,8 +154,13 @@ func (s *Server) failed(ctx context.Context, src *source, err error) {
 	s.mu.Unlock()
 }
 
-// load reads every key under the prefix on src, in pages, at one revision.
-func (s *Server) load(ctx context.Context, src *source) (*view, error) {
+// readTimeout bounds each page of a cluster's read (and its dial): a
+// cluster that does not answer shows as failed, and the others are shown.
+const readTimeout = 10 * time.Second
+
+// load reads every key under the prefix with cli, in pages, at one
+// revision.
+func (s *Server) load(ctx context.Context, cli *clientv3.Client) (*view, error) {
 	v := newView()
 	end := clientv3.GetPrefixRangeEnd(s.keyPrefix)
 	for key := s.keyPrefix; ; {
@@ -158,7 +168,9 @@ func (s *Server) load(ctx context.Context, src *source) (*view, error) {
 		if v.rev != 0 {
 			opts = append(opts, clientv3.WithRev(v.rev))
 		}
-		resp, err := src.cli.Get(ctx, key, opts...)
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		resp, err := cli.Get(rctx, key, opts...)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -177,12 +189,12 @@ func (s *Server) load(ctx context.Context, src *source) (*view, error) {
 	return v, nil
 }
 
-// watch applies the prefix's events on src from revision from until the
-// watch fails or ctx ends.
-func (s *Server) watch(ctx context.Context, src *source, from int64) error {
+// watch applies the prefix's events on src (cli its client) from revision
+// from until the watch fails or ctx ends.
+func (s *Server) watch(ctx context.Context, src *source, cli *clientv3.Client, from int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range src.cli.Watch(wctx, s.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+	for resp := range cli.Watch(wctx, s.keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
 		if err := resp.Err(); err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ import (
 func TestShardedPage(t *testing.T) {
 	clis, r := startShards(t)
 	ctx := ctxFor(t, long)
-	_, hs := startUI(t, clis[0], Config{AllowBreak: true, Clusters: []Source{{"a", clis[0]}, {"b", clis[1]}}})
+	_, hs := startUI(t, clis[0], Config{AllowBreak: true, Clusters: []Source{{ID: "a", Client: clis[0]}, {ID: "b", Client: clis[1]}}})
 	st := openStream(t, hs)
 	s, err := etcdlock.NewShardedSession(ctx, r, etcdlock.WithIdentity("erin"))
 	if err != nil {

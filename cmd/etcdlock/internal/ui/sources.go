@@ -9,6 +9,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,23 +20,29 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Source is one member cluster of a sharded deployment for Config.Clusters.
+// Source is one member cluster of a sharded deployment for Config.Clusters:
+// its Client, or (nil Client) a Dial that makes it. The page calls Dial
+// when it starts and again after each failure, showing the failure
+// meanwhile, so a cluster that is down when the page starts shows up once
+// it answers.
 type Source struct {
 	ID     string
 	Client *clientv3.Client
+	Dial   func(ctx context.Context) (*clientv3.Client, error)
 }
 
 // source is the Server's state of one cluster.
 type source struct {
 	// Set by New, read-only after.
 	id   string // "" for the one cluster of a page that is not sharded
-	cli  *clientv3.Client
+	dial func(ctx context.Context) (*clientv3.Client, error)
 	ttls *ttlCache
 
 	// Guarded by Server.mu; written by the source's Run loop.
+	cli     *clientv3.Client // nil until dialed
 	v       *view
 	loaded  bool
-	readErr error // the last failure to read or watch; nil while all is well
+	readErr error // the last failure to dial, read or watch; nil while all is well
 }
 
 func newSources(cli *clientv3.Client, clusters []Source) ([]*source, error) {
@@ -44,12 +51,35 @@ func newSources(cli *clientv3.Client, clusters []Source) ([]*source, error) {
 	}
 	out := make([]*source, 0, len(clusters))
 	for _, c := range clusters {
-		if c.ID == "" || c.Client == nil {
-			return nil, fmt.Errorf("%w: a cluster without an id or a client", ErrInvalidConfig)
+		if c.ID == "" || c.Client == nil && c.Dial == nil {
+			return nil, fmt.Errorf("%w: a cluster without an id, or without a client and a dial", ErrInvalidConfig)
 		}
-		out = append(out, &source{id: c.ID, cli: c.Client, ttls: newTTLCache(c.Client), v: newView()})
+		out = append(out, &source{id: c.ID, cli: c.Client, dial: c.Dial, ttls: newTTLCache(c.Client), v: newView()})
 	}
 	return out, nil
+}
+
+// client returns src's client, dialing it (bounded by readTimeout) if need
+// be: at first, and again once the dialed one is closed (a Dial's owner may
+// close it, as a Shards does when the cluster's endpoints change).
+func (s *Server) client(ctx context.Context, src *source) (*clientv3.Client, error) {
+	s.mu.Lock()
+	cli := src.cli
+	s.mu.Unlock()
+	if cli != nil && (src.dial == nil || cli.Ctx().Err() == nil) {
+		return cli, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	cli, err := src.dial(dctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the cluster: %w", err)
+	}
+	src.ttls.setClient(cli)
+	s.mu.Lock()
+	src.cli = cli
+	s.mu.Unlock()
+	return cli, nil
 }
 
 // sharded reports whether the page reads the members of a deployment.
@@ -57,26 +87,53 @@ func (s *Server) sharded() bool { return s.srcs[0].id != "" }
 
 // The merged view; s.mu is held by the callers.
 
+// loaded reports whether every cluster was read; on a sharded page, a
+// cluster that failed before its first read does not hold the others'
+// names back (clusters names it).
 func (s *Server) loaded() bool {
 	for _, src := range s.srcs {
-		if !src.loaded {
+		if !src.loaded && (src.readErr == nil || !s.sharded()) {
 			return false
 		}
 	}
 	return true
 }
 
-// readErr is the first cluster's failure, named by its cluster.
+// readErr is the clusters' failures, each named by its cluster.
 func (s *Server) readErr() error {
+	var errs []error
 	for _, src := range s.srcs {
-		if src.readErr != nil && src.id != "" {
-			return fmt.Errorf("cluster %s: %w", src.id, src.readErr)
-		}
-		if src.readErr != nil {
+		switch {
+		case src.readErr != nil && src.id != "":
+			errs = append(errs, fmt.Errorf("cluster %s: %w", src.id, src.readErr))
+		case src.readErr != nil:
 			return src.readErr
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// clusterJSON is a sharded page's cluster in /api/locks: its failure, if
+// it has one now (its names are then missing, or as last seen).
+type clusterJSON struct {
+	ID    string `json:"id"`
+	Error string `json:"error,omitempty"`
+}
+
+// clusters is the clusters of a sharded page (nil for one cluster).
+func (s *Server) clusters() []clusterJSON {
+	if !s.sharded() {
+		return nil
+	}
+	out := make([]clusterJSON, 0, len(s.srcs))
+	for _, src := range s.srcs {
+		c := clusterJSON{ID: src.id}
+		if src.readErr != nil {
+			c.Error = errorText(src.readErr, s.keyPrefix)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // rev is the view's revision: of its one cluster (the highest of several,

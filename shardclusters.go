@@ -1,0 +1,203 @@
+package etcdlock
+
+// This file holds the root's records of the member clusters: add one, check
+// that endpoints answer, change a cluster's endpoints, remove one.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// checkBound bounds CheckEndpoints' read.
+const checkBound = 5 * time.Second
+
+// AddCluster records a new member cluster on root, with no slots (move
+// some to it with MoveSlot). It does not contact the cluster: call
+// CheckEndpoints first to know that its endpoints answer.
+//
+//   - nil: the record is written; Shards see it at their next map read
+//     (Shards.Client reads it at once).
+//   - ErrInvalidArgument: a bad id, a nil root, no endpoints, or an id
+//     recorded already; nothing is written.
+//   - otherwise the request's (or ctx's) error: the record may or may not
+//     be written (run it again: a second call says it is recorded).
+func AddCluster(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("add cluster", "", err)
+	}
+	if root == nil || len(endpoints) == 0 {
+		return newError("add cluster", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	}
+	rec, _ := json.Marshal(Cluster{Endpoints: endpoints})
+	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(clusterKey(id)), "=", 0)).
+		Then(clientv3.OpPut(clusterKey(id), string(rec))).Commit()
+	if err != nil {
+		return newError("add cluster", "", ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		return newError("add cluster", "", fmt.Errorf("%w: cluster %s is recorded already", ErrInvalidArgument, id))
+	}
+	return nil
+}
+
+// CheckEndpoints dials endpoints with dial (nil: the default, see
+// WithDialer; it is given the id ""), reads one key there linearizably (so
+// the cluster must have a leader), bounded by 5 s and ctx, and closes the
+// client. It writes nothing.
+//
+//   - nil: the cluster at endpoints answered.
+//   - ErrInvalidArgument: no endpoints.
+//   - ErrUnavailable: the dial or the read failed ("endpoints ... do not
+//     answer", wrapping the cause too).
+func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error {
+	if len(endpoints) == 0 {
+		return newError("check endpoints", "", fmt.Errorf("%w: no endpoints", ErrInvalidArgument))
+	}
+	if dial == nil {
+		dial = dialerWith(zap.NewNop())
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkBound)
+	defer cancel()
+	fail := func(err error) error {
+		return newError("check endpoints", "", fmt.Errorf("%w: endpoints %s do not answer: %w",
+			ErrUnavailable, strings.Join(endpoints, ","), ctxErr(ctx, err)))
+	}
+	cli, err := dial(ctx, "", endpoints)
+	if err != nil {
+		return fail(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Get(ctx, generationKey, clientv3.WithCountOnly()); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// SetClusterEndpoints replaces the endpoints the root records for member
+// cluster id, keeping the rest of its record (its generation). It does not
+// contact the cluster (see CheckEndpoints). A Shards that sees the change
+// closes the client it had dialed to the old endpoints and dials the new
+// ones on next use: the sessions on the old client end (their grants are
+// lost, as in an outage of that cluster), and the next acquisition there
+// opens a new one.
+//
+//   - nil: the record holds endpoints.
+//   - ErrInvalidArgument: a bad or unknown id, a nil root, no endpoints, or
+//     an unreadable record; nothing is written.
+//   - otherwise the request's (or ctx's) error: the record may or may not
+//     have changed (run it again: it is repeatable).
+func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("set cluster endpoints", "", err)
+	}
+	if root == nil || len(endpoints) == 0 {
+		return newError("set cluster endpoints", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	}
+	for {
+		resp, err := root.Get(ctx, clusterKey(id))
+		if err != nil {
+			return newError("set cluster endpoints", "", ctxErr(ctx, err))
+		}
+		if len(resp.Kvs) == 0 {
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id))
+		}
+		var c Cluster
+		if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, id, err))
+		}
+		c.Endpoints = endpoints
+		b, _ := json.Marshal(c)
+		// Against the record read: a generation raised meanwhile is kept.
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", resp.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(clusterKey(id), string(b))).Commit()
+		if err != nil {
+			return newError("set cluster endpoints", "", ctxErr(ctx, err))
+		}
+		if tr.Succeeded {
+			return nil
+		}
+	}
+}
+
+// RemoveCluster deletes the root's record of member cluster id, once the
+// map gives it no slot and no move record names it (move its slots away
+// first, and finish or abort its moves). It reads the map, the record and
+// the move records at one revision and deletes the record in one Txn that
+// compares the map's and the record's mod revisions and that every move
+// record is older than that read: a move that begins meanwhile (it writes
+// a move record) makes the delete fail, and the check runs again. The
+// cluster itself is not touched (its data, generation key and stamps stay),
+// and Shards close their client of it.
+//
+//   - nil: the record is gone.
+//   - ErrInvalidArgument: a bad or unknown id, a nil root, no slot map;
+//     the map gives the cluster slots (the error says how many); or a move
+//     record names it (the error says which slot). Nothing is deleted.
+//   - otherwise the request's (or ctx's) error: the record may or may not
+//     be gone (run it again: an unknown id then says it is).
+//
+// The removed cluster's generation no longer counts toward new
+// generations; every slot that was on it moved to a cluster whose
+// generation was raised above it, so no token goes back.
+func RemoveCluster(ctx context.Context, root *clientv3.Client, id string) error {
+	if err := validateClusterID(id); err != nil {
+		return newError("remove cluster", "", err)
+	}
+	if root == nil {
+		return newError("remove cluster", "", fmt.Errorf("%w: nil root client", ErrInvalidArgument))
+	}
+	for {
+		done, err := removeOnce(ctx, root, id)
+		if err != nil {
+			return newError("remove cluster", "", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// removeOnce is one check and guarded delete of RemoveCluster; done is
+// false when the guard failed (something changed: check again).
+func removeOnce(ctx context.Context, root *clientv3.Client, id string) (done bool, err error) {
+	resp, err := root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKey(id)),
+		clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return false, ctxErr(ctx, err)
+	}
+	mkvs, ckvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	switch {
+	case len(mkvs) == 0:
+		return false, fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+	case len(ckvs) == 0:
+		return false, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+	}
+	m, err := decodeMap(mkvs[0])
+	if err != nil {
+		return false, err
+	}
+	if n := len(m.slotsOf(id)); n > 0 {
+		return false, fmt.Errorf("%w: the map gives cluster %s %d slots: move them to other clusters first", ErrInvalidArgument, id, n)
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if slot, rec, ok := decodeMove(kv); ok && (rec.From == id || rec.To == id) {
+			return false, fmt.Errorf("%w: cluster %s is named by the move of slot %d %s: finish or abort it first", ErrInvalidArgument, id, slot, rec)
+		}
+	}
+	// A compare over a prefix holds for every key in it (and for none):
+	// no move record was written after the read.
+	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
+		clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", ckvs[0].ModRevision),
+		clientv3.Compare(clientv3.ModRevision(moveKeyPrefix), "<", resp.Header.Revision+1).WithPrefix()).
+		Then(clientv3.OpDelete(clusterKey(id))).Commit()
+	if err != nil {
+		return false, ctxErr(ctx, err)
+	}
+	return tr.Succeeded, nil
+}
