@@ -237,11 +237,9 @@ func waitPage(t *testing.T, url string, cond func(shardedPage) bool) shardedPage
 	}
 }
 
-// TestMoveAbort is PENDING on the real Shards.AbortMove (this branch has
-// only a stub, abort_stub.go, that fails): it skips while the stub is in
-// place and passes once the real AbortMove lands. A move interrupted while
-// it drains leaves its slot frozen; move --abort gives it up: status then
-// shows no move, and the name is granted on its source again.
+// TestMoveAbort: a move interrupted while it drains leaves its slot
+// frozen; move --abort gives it up: status then shows no move, and the
+// name is granted on its source again.
 func TestMoveAbort(t *testing.T) {
 	d := startDeployment(t)
 	if code, _, stderr := d.sh(t, "move", "--slot", "1", "--abort", "--to", "b"); code != 1 || !strings.Contains(stderr, "--abort takes no --to") {
@@ -264,9 +262,6 @@ func TestMoveAbort(t *testing.T) {
 		t.Fatalf("interrupted move: exit %d; stderr %s", code, mv.stderr.String())
 	}
 	code, out, stderr := d.sh(t, "move", "--name", name, "--abort")
-	if strings.Contains(stderr, "(stub)") {
-		t.Skip("PENDING: Shards.AbortMove is still the stub of abort_stub.go")
-	}
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("slot %d: the move from a to b aborted", etcdlock.SlotOf(name))) {
 		t.Fatalf("move --abort: exit %d, %q, %q", code, out, stderr)
 	}
