@@ -1,6 +1,7 @@
 package shards_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -74,21 +75,60 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 }
 
 // TestMoveRightAfterAddCluster: a cluster added a moment ago, before the
-// map watch of the process reports it, is a known target.
+// map watch of the process reports it, is a known target. The process's
+// map watch is held back (its root client's Watcher delivers nothing until
+// the test is done), so the move cannot learn the cluster from it.
 func TestMoveRightAfterAddCluster(t *testing.T) {
 	d := startDeployment(t, 1)
 	ctx := testCtx(t, time.Minute)
-	name := d.nameOn(t, "c0")
-	for i := range 2 {
-		id := fmt.Sprintf("n%d", i)
-		extra := embedtest.Start(t, embedtest.WithMembers(1))
-		if err := etcdlock.AddCluster(ctx, d.root, id, extra.Endpoints()); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), id, etcdlock.MoveOptions{}); err != nil {
-			t.Fatalf("move to %s right after adding it: %v", id, err)
-		}
+	root := d.clusters[0].TestClient(t)
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	root.Watcher = heldWatcher{Watcher: root.Watcher, held: held}
+	r, err := etcdlock.NewShards(ctx, root)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = r.Close() })
+	name := d.nameOn(t, "c0")
+	extra := embedtest.Start(t, embedtest.WithMembers(1))
+	if err := etcdlock.AddCluster(ctx, d.root, "n0", extra.Endpoints()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MoveSlot(ctx, etcdlock.SlotOf(name), "n0", etcdlock.MoveOptions{}); err != nil {
+		t.Fatalf("move to n0 right after adding it: %v", err)
+	}
+	if st := d.stamp(t, "c0", name); st.State == "active" {
+		t.Fatalf("the source's stamp after the move: %+v", st)
+	}
+}
+
+// heldWatcher is a real client's Watcher whose watches deliver nothing
+// until held is closed: a map watch that lags.
+type heldWatcher struct {
+	clientv3.Watcher
+	held <-chan struct{}
+}
+
+func (w heldWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := w.Watcher.Watch(ctx, key, opts...)
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		select {
+		case <-w.held:
+		case <-ctx.Done():
+			return
+		}
+		for resp := range in {
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // TestAbortMove: a move waiting in its drain is aborted: the source grants
