@@ -73,49 +73,36 @@ func (r *Shards) abortMove(ctx context.Context, slot int) error {
 // fenceTarget writes the target's stamp frozen under the move's epoch,
 // unless it is active under it (then the move must be resumed).
 func (mv *mover) fenceTarget(ctx context.Context) error {
-	for {
-		st, err := readStamp(ctx, mv.dst, mv.slot)
-		if err != nil {
-			return err
-		}
+	_, _, err := stepStamp(ctx, mv.dst, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
 		switch {
 		case st.Move == mv.epoch && st.State == stampActive:
-			return fmt.Errorf("%w: the target is active under this move already: resume it", ErrMoveInProgress)
+			return st, false, fmt.Errorf("%w: the target is active under this move already: resume it", ErrMoveInProgress)
 		case st.Move == mv.epoch && st.State == stampFrozen:
-			return nil // fenced by an earlier call
+			return st, false, nil // fenced by an earlier call
 		case st.Move > mv.epoch:
-			return mv.ended(mv.to, st)
+			return st, false, mv.ended(mv.to, st)
 		}
-		_, ok, err := swapStamp(ctx, mv.dst, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, Move: mv.epoch})
-		if err != nil || ok {
-			return err
-		}
-	}
+		return slotStamp{State: stampFrozen, Gen: st.Gen, Move: mv.epoch}, true, nil
+	})
+	return err
 }
 
 // unfreeze writes the source's stamp active under the move's epoch, with
-// the generation it had.
+// the generation it had, or the source's own if a raise (after a restore)
+// went past it: its revisions may have gone back.
 func (mv *mover) unfreeze(ctx context.Context) error {
-	for {
-		st, err := readStamp(ctx, mv.src, mv.slot)
-		if err != nil {
-			return err
-		}
+	gen, _, err := readGeneration(ctx, mv.src)
+	if err != nil {
+		return err
+	}
+	_, _, err = stepStamp(ctx, mv.src, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
 		switch {
 		case st.Move == mv.epoch && st.State == stampActive:
-			return nil // unfrozen by an earlier call
+			return st, false, nil // unfrozen by an earlier call
 		case st.Move > mv.epoch:
-			return mv.ended(mv.from, st)
+			return st, false, mv.ended(mv.from, st)
 		}
-		// At the source's generation if a raise (after a restore) went
-		// past the stamp's: its revisions may have gone back.
-		gen, _, err := readGeneration(ctx, mv.src)
-		if err != nil {
-			return err
-		}
-		_, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampActive, Gen: max(st.Gen, gen), Move: mv.epoch})
-		if err != nil || ok {
-			return err
-		}
-	}
+		return slotStamp{State: stampActive, Gen: max(st.Gen, gen), Move: mv.epoch}, true, nil
+	})
+	return err
 }

@@ -58,37 +58,58 @@ func (mv *mover) ended(where string, st slotStamp) error {
 	return fmt.Errorf("%w: the stamp on %s is %s under move %d (this move is %d)", ErrMoveAborted, where, st.State, st.Move, mv.epoch)
 }
 
+// stampStep is what a phase decides on reading a stamp: to write next over
+// it (write), to go on without writing, or to stop (err).
+type stampStep func(st slotStamp) (next slotStamp, write bool, err error)
+
+// stepStamp reads slot's stamp on cli and writes what step decides over it,
+// compare-and-swap, reading again when it changed meanwhile. It returns the
+// stamp the phase goes on with (the one written, or the one read when step
+// wrote nothing), and whether it wrote it.
+func stepStamp(ctx context.Context, cli *clientv3.Client, slot int, step stampStep) (slotStamp, bool, error) {
+	for {
+		st, err := readStamp(ctx, cli, slot)
+		if err != nil {
+			return slotStamp{}, false, err
+		}
+		next, write, err := step(st)
+		if err != nil || !write {
+			return st, false, err
+		}
+		written, ok, err := swapStamp(ctx, cli, slot, st, next)
+		if err != nil || ok {
+			return written, ok, err
+		}
+	}
+}
+
 // prepare stamps the slot "incoming" on the target (phase 2). A stamp
 // already active there under this move means another call of it activated
 // it: the move goes straight to its end.
 func (mv *mover) prepare(ctx context.Context) error {
-	for {
-		st, err := readStamp(ctx, mv.dst, mv.slot)
-		if err != nil {
-			return err
-		}
+	st, wrote, err := stepStamp(ctx, mv.dst, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
 		switch {
-		case st.Move == mv.epoch && st.State == stampIncoming:
-			mv.incoming = st
-			return nil
-		case st.Move == mv.epoch && st.State == stampActive:
-			mv.active, mv.gen = true, st.Gen
-			return nil
+		case st.Move == mv.epoch && (st.State == stampIncoming || st.State == stampActive):
+			return st, false, nil
 		case st.Move >= mv.epoch:
-			return mv.ended(mv.to, st)
+			return st, false, mv.ended(mv.to, st)
 		}
 		// Over any stamp older than the move, an active one too (left by a
 		// restore, say): a stamp that is not active refuses every write.
-		next, ok, err := swapStamp(ctx, mv.dst, mv.slot, st, slotStamp{State: stampIncoming, From: mv.from, Move: mv.epoch})
-		if err != nil {
-			return err
-		}
-		if ok {
-			mv.incoming = next
-			mv.report("prepared", 0, 0)
-			return nil
-		}
+		return slotStamp{State: stampIncoming, From: mv.from, Move: mv.epoch}, true, nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case st.State == stampActive:
+		mv.active, mv.gen = true, st.Gen
+	case wrote:
+		mv.incoming = st
+		mv.report("prepared", 0, 0)
+	default:
+		mv.incoming = st
 	}
+	return nil
 }
 
 // freeze re-writes the slot's stamp on the source as frozen, keeping its
@@ -96,34 +117,29 @@ func (mv *mover) prepare(ctx context.Context) error {
 // meanwhile is seen, and its generation kept, so the target is raised
 // above it.
 func (mv *mover) freeze(ctx context.Context) error {
-	for {
-		st, err := readStamp(ctx, mv.src, mv.slot)
-		if err != nil {
-			return err
-		}
+	st, wrote, err := stepStamp(ctx, mv.src, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
 		switch {
 		case st.Move == mv.epoch && st.State == stampFrozen:
-			mv.frozen = st
-			return nil
+			return st, false, nil
 		case st.Move >= mv.epoch, mv.active && st.State == stampActive:
 			// Active on the target under this move, its freeze came first:
 			// an active source stamp older than the move is a restore's
 			// (RaiseGeneration freezes it).
-			return mv.ended(mv.from, st)
+			return st, false, mv.ended(mv.from, st)
 		}
 		// Not active, older than the move while the target is active under
 		// it: a RaiseGeneration after a restore froze it. Frozen again under
 		// this move, it guards the rest of the move's writes there.
-		next, ok, err := swapStamp(ctx, mv.src, mv.slot, st, slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch})
-		if err != nil {
-			return err
-		}
-		if ok {
-			mv.frozen = next
-			mv.report("frozen", 0, 0)
-			return nil
-		}
+		return slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch}, true, nil
+	})
+	if err != nil {
+		return err
 	}
+	mv.frozen = st
+	if wrote {
+		mv.report("frozen", 0, 0)
+	}
+	return nil
 }
 
 // activate raises the target's generation above every generation any

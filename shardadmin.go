@@ -191,7 +191,9 @@ func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, 
 // restoring the cluster from a snapshot: its revisions then start again
 // below ones it had granted, and without the raise its tokens would go
 // back. A restored cluster may also hold stamps active for slots that
-// moved away since the snapshot; those are frozen. What the root gives the
+// moved away since the snapshot; those are frozen. A slot the map gives
+// the cluster, with no move recorded, whose stamp is not active (a late
+// mover froze a restored one) is made active again. What the root gives the
 // cluster is read at one revision R: its map, and the moves in progress to
 // it; a stamp written by a move recorded after R is left to that move.
 // Every stamp write is a compare-and-swap on the stamp read, so a move
@@ -236,21 +238,13 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 	for _, kv := range resp.Kvs {
 		st := decodeStamp([]*mvccpb.KeyValue{kv})
 		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), stampKeyPrefix))
-		if !st.active() || err != nil {
+		if err != nil {
 			continue
 		}
-		next := st
-		next.Gen = g
-		if !owned.gives(slot, st) {
-			next.State = stampFrozen
-		}
-		if _, moving := owned.moves[slot]; !moving {
-			// A restore may have taken back the epoch an abort wrote: the
-			// root's revision is above every move's not in progress.
-			next.Move = max(st.Move, owned.rev)
-		}
-		if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
-			return 0, err
+		if next, ok := owned.restamp(slot, st, g); ok {
+			if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return g, nil
@@ -310,6 +304,38 @@ func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
 		}
 	}
 	return o, nil
+}
+
+// restamp returns what a raise to generation g writes over stamp st of
+// slot (ok false: nothing):
+//   - an active stamp the root gives the cluster: the same, at g;
+//   - any other active stamp (a restore's, or the source's of a move under
+//     way): frozen, at g;
+//   - a stamp that is not active, of a slot the map gives the cluster with
+//     no move recorded, and written before the root was read: active at g
+//     (a restore took back the stamp an abort wrote, and a late mover froze
+//     it; the slot is nowhere else active, so it is stranded otherwise).
+//
+// Every stamp written by the raise on a slot with no move recorded carries
+// epoch R at least: a restore may have taken back an abort's epoch, and R
+// is above every move's not in progress.
+func (o ownership) restamp(slot int, st slotStamp, g int64) (slotStamp, bool) {
+	_, moving := o.moves[slot]
+	next := st
+	next.Gen = g
+	switch {
+	case st.active() && !o.gives(slot, st):
+		next.State = stampFrozen
+	case st.active():
+	case !moving && o.m.owner[slot] == o.id && st.mod > 0 && st.Move <= o.rev:
+		next.State, next.To, next.From = stampActive, "", ""
+	default:
+		return st, false
+	}
+	if !moving {
+		next.Move = max(st.Move, o.rev)
+	}
+	return next, true
 }
 
 // gives reports whether an active stamp st of slot on the cluster is one

@@ -170,3 +170,28 @@ func TestAbortMove(t *testing.T) {
 		t.Fatalf("abort with no move recorded: %v", err)
 	}
 }
+
+// TestRaiseUnstrandsAnOwnedSlot: a slot the map gives c0, with no move
+// recorded, whose stamp there is frozen (a restore took back the stamp an
+// abort wrote, and a mover that woke late froze it) would wait for ever.
+// RaiseGeneration makes it active again, at the raised generation.
+func TestRaiseUnstrandsAnOwnedSlot(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	name := d.nameOn(t, "c0")
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	if _, err := d.clients["c0"].Put(ctx, key, `{"state":"frozen","gen":1,"to":"c1","move":3}`); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.admin.RaiseGeneration(ctx, "c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.stamp(t, "c0", name); st.State != "active" || st.Gen != g {
+		t.Fatalf("the owned slot's stamp after the raise: %+v, want active at %d", st, g)
+	}
+	l := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	if l.Token().Generation() != g {
+		t.Fatalf("granted at generation %d, want %d", l.Token().Generation(), g)
+	}
+}
