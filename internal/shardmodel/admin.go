@@ -159,23 +159,23 @@ func (m *Model) owned(r *raise, c uint8, st stamp) bool {
 }
 
 // raiseStamp re-stamps an active stamp the root gives the cluster with the
-// new generation (RaiseStampsRootEpoch: and, with no move recorded at R,
-// epoch R at least), freezes any other active stamp, each a CAS on the stamp
-// read; leaves a stamp not active.
+// new generation, and freezes (with it too) any other active stamp, each a
+// CAS on the stamp read; it leaves a stamp not active. With no move
+// recorded at R (RaiseStampsRootEpoch) either write carries epoch R at
+// least: every move recorded before R has ended.
 func (m *Model) raiseStamp(s *State, _ int) bool {
 	c, r := m.Scn.Raise, &s.G
 	st := r.St
 	cas := !m.Rules.RaiseCAS || s.C[c].Stamp.Mod == st.Mod
-	switch {
-	case !st.active() || !cas:
-	case m.owned(r, uint8(c), st) || !m.Rules.RaiseFreezesUnowned:
-		ep := st.Ep
-		if m.Rules.RaiseStampsRootEpoch && r.RecEp == 0 {
-			ep = max(ep, r.R) // every move recorded before R has ended
+	if st.active() && cas {
+		state, ep := stFrozen, st.Ep
+		if m.owned(r, uint8(c), st) || !m.Rules.RaiseFreezesUnowned {
+			state = stActive
 		}
-		s.setStamp(c, stActive, r.G, ep)
-	default:
-		s.setStamp(c, stFrozen, st.Gen, st.Ep)
+		if m.Rules.RaiseStampsRootEpoch && r.RecEp == 0 {
+			ep = max(ep, r.R)
+		}
+		s.setStamp(c, state, r.G, ep)
 	}
 	s.C[c].Down = 0
 	r.PC = rDone
