@@ -92,6 +92,26 @@ type Rules struct {
 	// abort's A3 (which fences a late P3 with the move's epoch) lets that P3
 	// freeze the slot for good. Code: shardadmin.go, Shards.raiseGeneration.
 	RaiseStampsRootEpoch bool
+	// RaiseRefusesDuringMove: while a move from the cluster is recorded at
+	// R and its target's stamp is not active under the move's epoch, the
+	// raise refuses (ErrMoveInProgress, nothing written): abort or resume
+	// the move first. The source's stamp may then be the abort's (freezing
+	// it strands the slot) or the move's (re-activating it makes two
+	// holders). Past the activation the raise freezes the source's active
+	// stamp (ownership.gives), and a mover whose target is active adopts a
+	// source stamp that is not active by freezing it again under its epoch.
+	// Code: shardadmin.go, Shards.movesAllowRaise.
+	RaiseRefusesDuringMove bool
+	// RaiseUnfreezesOwner (NOT IN THE CODE, proposed): with no move of the
+	// slot recorded at R and the map naming the cluster, RaiseGeneration
+	// re-stamps a frozen stamp of epoch <= R active (epoch R, generation
+	// g): only a move that ended before R froze it, a stalled P3 that
+	// reached the restored member (which the operator opens to AbortMove
+	// after a refused raise, and which no procedure keeps from a stalled
+	// mover) before the raise; a failed CAS reads the stamp again (the
+	// freeze may land between the raise's read and its CAS). Code: none yet; would be shardadmin.go,
+	// Shards.raiseGeneration.
+	RaiseUnfreezesOwner bool
 	// RaiseCAS: RaiseGeneration's re-stamp compares the stamp's mod
 	// revision with the one it read. Off: a plain put. Code: shardadmin.go,
 	// Shards.raiseGeneration (swapStamp).
@@ -135,6 +155,8 @@ func Switches() []Switch {
 		{"AbortStampsSourceEpoch", "move_abort.go mover.unfreeze", func(r *Rules) *bool { return &r.AbortStampsSourceEpoch }},
 		{"RaiseFreezesUnowned", "shardadmin.go Shards.raiseGeneration, ownership.gives", func(r *Rules) *bool { return &r.RaiseFreezesUnowned }},
 		{"RaiseStampsRootEpoch", "shardadmin.go Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseStampsRootEpoch }},
+		{"RaiseRefusesDuringMove", "shardadmin.go Shards.movesAllowRaise", func(r *Rules) *bool { return &r.RaiseRefusesDuringMove }},
+		{"RaiseUnfreezesOwner", "shardadmin.go Shards.raiseGeneration (proposed, not in the code)", func(r *Rules) *bool { return &r.RaiseUnfreezesOwner }},
 		{"RaiseCAS", "shardadmin.go Shards.raiseGeneration (swapStamp)", func(r *Rules) *bool { return &r.RaiseCAS }},
 	}
 }
