@@ -77,8 +77,8 @@ func (m *Model) abortUnfreeze(s *State, _ int) bool {
 		a.PC = aDone
 		return true
 	case st.active() && st.Ep < a.E && !m.Rules.AbortStampsSourceEpoch:
-	default:
-		s.setStamp(f, stActive, st.Gen, a.E)
+	default: // at the source's generation if a raise went past the stamp's
+		s.setStamp(f, stActive, max(st.Gen, s.C[f].GenKey), a.E)
 	}
 	a.PC = m.abortAfter(aUnfreeze)
 	return true
@@ -97,6 +97,7 @@ func (m *Model) abortDelete(s *State, _ int) bool {
 const (
 	rRestore uint8 = iota
 	rRoot
+	rCheck
 	rMember
 	rStamp
 	rDone
@@ -104,7 +105,8 @@ const (
 
 var raiseSteps = [...][]step{
 	rRestore: {{"restore the cluster to its state before any move", (*Model).raiseRestore}},
-	rRoot:    {{"read the root at R, raise the root's record", (*Model).raiseRoot}},
+	rRoot:    {{"read the root at R", (*Model).raiseRoot}},
+	rCheck:   {{"check the moves, raise the root's record", (*Model).raiseCheck}},
 	rMember:  {{"raise the member's key, read its stamp", (*Model).raiseMember}},
 	rStamp:   {{"re-stamp or freeze", (*Model).raiseStamp}},
 	rDone:    nil,
@@ -127,11 +129,30 @@ func (m *Model) raiseRestore(s *State, _ int) bool {
 	return true
 }
 
-// raiseRoot reads the map and the move record at root revision R and
-// raises the cluster's generation in the root's record.
+// raiseRoot reads the map and the move record at root revision R.
 func (m *Model) raiseRoot(s *State, _ int) bool {
+	r, rec := &s.G, s.Root.Move
+	r.R, r.MapR, r.RecFrom, r.RecTo, r.RecEp = s.Root.Rev, s.Root.Owner, rec.From, rec.To, rec.Ep
+	r.PC = rCheck
+	return true
+}
+
+// raiseCheck is movesAllowRaise (RaiseRefusesDuringMove): with a move from
+// the cluster recorded at R, it reads the target's stamp; unless it is
+// active under the move's epoch the raise refuses, nothing written, and is
+// called again later (from its root read): the operator then opens the
+// restored member to AbortMove and MoveSlot (Resume), not yet to clients.
+// Passed, it raises the cluster's generation in the root's record (one
+// step with the check).
+func (m *Model) raiseCheck(s *State, _ int) bool {
 	c, r := m.Scn.Raise, &s.G
-	r.R, r.MapR, r.RecTo, r.RecEp = s.Root.Rev, s.Root.Owner, s.Root.Move.To, s.Root.Move.Ep
+	if m.refused(s, r, c) {
+		*r = raise{PC: rRoot}
+		if s.C[c].Down == 1 {
+			s.C[c].Down = 2
+		}
+		return true
+	}
 	g := s.C[c].GenKey
 	for _, x := range s.Root.Gens {
 		g = max(g, x)
@@ -143,6 +164,16 @@ func (m *Model) raiseRoot(s *State, _ int) bool {
 	return true
 }
 
+// refused reports whether the raise of cluster c refuses: a move from c
+// recorded at R whose target's stamp is not active under its epoch.
+func (m *Model) refused(s *State, r *raise, c int) bool {
+	if !m.Rules.RaiseRefusesDuringMove || r.RecEp == 0 || int(r.RecFrom) != c {
+		return false
+	}
+	st := s.C[r.RecTo].Stamp
+	return !st.active() || st.Ep != r.RecEp
+}
+
 func (m *Model) raiseMember(s *State, _ int) bool {
 	c, r := m.Scn.Raise, &s.G
 	s.C[c].GenKey = r.G
@@ -151,31 +182,56 @@ func (m *Model) raiseMember(s *State, _ int) bool {
 	return true
 }
 
-// owned reports whether the root, read at R, gives the cluster c the
-// active stamp st: the map names c, or a move to c of st's epoch is
-// recorded, or st was written by a move recorded after R.
+// owned is ownership.gives: whether the root, read at R, gives the cluster
+// c the active stamp st: st was written by a move recorded after R; or a
+// move to c is recorded and wrote st; or no move of the slot is recorded
+// and the map names c. A move from c recorded gives it nothing.
 func (m *Model) owned(r *raise, c uint8, st stamp) bool {
-	return r.MapR == c || r.RecEp != 0 && r.RecTo == c && r.RecEp == st.Ep || st.Ep > r.R
+	switch {
+	case st.Ep > r.R:
+		return true
+	case r.RecEp != 0 && r.RecTo == c:
+		return r.RecEp == st.Ep
+	case r.RecEp != 0:
+		return false
+	}
+	return r.MapR == c
+}
+
+// rewrites reports whether the raise writes the stamp st of cluster c: an
+// active one; and (RaiseUnfreezesOwner) a frozen one when no move is
+// recorded at R, the map names c and st's epoch is not above R: a move
+// that ended before R froze it (a stalled P3 that found the restored
+// stamp of an aborted move's source), and nothing else will unfreeze it.
+func (m *Model) rewrites(r *raise, c int, st stamp) bool {
+	if st.active() {
+		return true
+	}
+	return m.Rules.RaiseUnfreezesOwner && st.St == stFrozen && r.RecEp == 0 && int(r.MapR) == c && st.Ep <= r.R
 }
 
 // raiseStamp re-stamps an active stamp the root gives the cluster with the
-// new generation (RaiseStampsRootEpoch: and, with no move recorded at R,
-// epoch R at least), freezes any other active stamp, each a CAS on the stamp
-// read; leaves a stamp not active.
+// new generation, and freezes (with it too) any other active stamp, each a
+// CAS on the stamp read; it leaves a stamp not active. With no move
+// recorded at R (RaiseStampsRootEpoch) either write carries epoch R at
+// least: every move recorded before R has ended.
 func (m *Model) raiseStamp(s *State, _ int) bool {
 	c, r := m.Scn.Raise, &s.G
 	st := r.St
 	cas := !m.Rules.RaiseCAS || s.C[c].Stamp.Mod == st.Mod
-	switch {
-	case !st.active() || !cas:
-	case m.owned(r, uint8(c), st) || !m.Rules.RaiseFreezesUnowned:
-		ep := st.Ep
-		if m.Rules.RaiseStampsRootEpoch && r.RecEp == 0 {
-			ep = max(ep, r.R) // every move recorded before R has ended
+	if !cas && m.Rules.RaiseUnfreezesOwner {
+		r.St = s.C[c].Stamp // read it again, decide again
+		return true
+	}
+	if m.rewrites(r, c, st) && cas {
+		state, ep := stFrozen, st.Ep
+		if m.owned(r, uint8(c), st) || !m.Rules.RaiseFreezesUnowned {
+			state = stActive
 		}
-		s.setStamp(c, stActive, r.G, ep)
-	default:
-		s.setStamp(c, stFrozen, st.Gen, st.Ep)
+		if m.Rules.RaiseStampsRootEpoch && r.RecEp == 0 {
+			ep = max(ep, r.R)
+		}
+		s.setStamp(c, state, r.G, ep)
 	}
 	s.C[c].Down = 0
 	r.PC = rDone

@@ -44,7 +44,7 @@ func (m *Model) usable(st stamp) bool {
 func (m *Model) clientRoute(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.View)
-	if m.down(s, c) {
+	if m.closed(s, c) {
 		return false
 	}
 	if !k.Cache[c].active() {
@@ -62,7 +62,7 @@ func (m *Model) clientRoute(s *State, i int) bool {
 func (m *Model) clientSend(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.Cl)
-	if m.down(s, c) {
+	if m.closed(s, c) {
 		return false
 	}
 	cur, sent := s.C[c].Stamp, k.Cache[c]
@@ -79,7 +79,7 @@ func (m *Model) clientSend(s *State, i int) bool {
 func (m *Model) clientWait(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.Cl)
-	if m.down(s, c) {
+	if m.closed(s, c) {
 		return false
 	}
 	switch j := s.keyIndex(c, k.Key); {
@@ -102,7 +102,7 @@ func (m *Model) clientWait(s *State, i int) bool {
 func (m *Model) clientMark(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.Cl)
-	if m.down(s, c) {
+	if m.closed(s, c) {
 		return false
 	}
 	if s.keyIndex(c, k.Key) >= 0 {
@@ -118,7 +118,7 @@ func (m *Model) clientMark(s *State, i int) bool {
 func (m *Model) clientRelease(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.Cl)
-	if m.down(s, c) {
+	if m.closed(s, c) {
 		return false
 	}
 	s.delKey(c, k.Key)

@@ -42,6 +42,9 @@
 //     RaiseGeneration; 2 clients;
 //   - restoreback: the slot moved C0 to C1 before; a move back, an abort,
 //     a restore of C0 and its RaiseGeneration; 2 clients;
+//   - restoremid, restoremid-abort: 2 clusters; one move (and an abort), a
+//     restore of C0 at any point, also while the move is recorded, and its
+//     RaiseGeneration; 2 clients;
 //   - raise: 2 clusters; one move and a RaiseGeneration of its source; 2
 //     clients;
 //   - dead: 3 clusters, C2 unreachable; a move to C2, a move to C1, an

@@ -23,8 +23,7 @@ type Scenario struct {
 	Raise    int         // the cluster of one RaiseGeneration call, or -1
 	Restore  bool        // the raise follows a restore of that cluster to its first state
 	// RestoreMidMove lets the restore happen while a move is recorded (by
-	// default it waits for none): outside the spec's assumptions, see
-	// TestSpecGapRestoreMidMove.
+	// default it waits for none).
 	RestoreMidMove bool
 }
 
@@ -137,8 +136,13 @@ func (m *Model) adminDone(s *State) bool {
 
 func (m *Model) dead(c int) bool { return c == m.Scn.Dead }
 
-// down reports whether member c cannot be reached now (restored, not raised).
-func (m *Model) down(s *State, c int) bool { return s.C[c].Down != 0 }
+// down reports whether member c cannot be reached now by a mover or an
+// abort: restored, and no raise refused yet (see raiseCheck).
+func (m *Model) down(s *State, c int) bool { return s.C[c].Down == 1 }
+
+// closed reports whether member c cannot be reached now by a client:
+// restored and not yet raised.
+func (m *Model) closed(s *State, c int) bool { return s.C[c].Down != 0 }
 
 // sameStamp is a mover's compare of member c's stamp with one it wrote or
 // read: its mod revision, and (MoverComparesValue) its value.

@@ -12,8 +12,8 @@ const (
 	mCopyRead
 	mCopyPut
 	mActivate
-	mSwitch
 	mDrop
+	mSwitch
 	mDone
 )
 
@@ -26,8 +26,8 @@ var moverSteps = [...][]step{
 	mCopyRead:  {{"P5 read the source's record", (*Model).moverCopyRead}},
 	mCopyPut:   {{"P5 put the record on the target", (*Model).moverCopyPut}},
 	mActivate:  {{"P6 raise and activate the target", (*Model).moverActivate}},
-	mSwitch:    {{"P7 switch the map", (*Model).moverSwitch}},
 	mDrop:      {{"P8 delete the source's record", (*Model).moverDrop}},
+	mSwitch:    {{"P7 switch the map", (*Model).moverSwitch}},
 	mDone:      nil,
 }
 
@@ -92,7 +92,7 @@ func (m *Model) moverPrepare(s *State, i int) bool {
 	case ownIncoming:
 		mv.In, mv.PC = st, mFreeze
 	case ownActive:
-		mv.Gen, mv.PC = st.Gen, mSwitch
+		mv.Gen, mv.Act, mv.PC = st.Gen, 1, mFreeze
 	case ownFrozen, newer:
 		mv.PC = mDone
 	default:
@@ -105,22 +105,35 @@ func (m *Model) moverPrepare(s *State, i int) bool {
 	return true
 }
 
-// moverFreeze is P3: the source's stamp becomes frozen with epoch E.
+// moverFreeze is P3: the source's stamp becomes frozen with epoch E. A
+// call that knows the target active under E (a Resume, or the drop's
+// retry) adopts the source instead: its own frozen stamp, or one older
+// than E and not active (a raise after a restore froze it) frozen again
+// under E; an active one older than E stops it. Then it drains, or (the
+// target active) drops the source's record.
 func (m *Model) moverFreeze(s *State, i int) bool {
 	mv := &s.M[i]
 	f := int(mv.From)
 	if m.down(s, f) {
 		return false
 	}
+	next := mDrainRead
+	if mv.Act != 0 {
+		next = mDrop
+	}
 	st := s.C[f].Stamp
 	switch m.classify(st, mv.E) {
 	case ownFrozen:
-		mv.Fr, mv.PC = st, mDrainRead
-	case ownActive, newer:
+		mv.Fr, mv.PC = st, next
+	case ownActive, ownIncoming, newer:
 		mv.PC = mDone
 	default:
+		if mv.Act != 0 && st.active() {
+			mv.PC = mDone
+			return true
+		}
 		s.setStamp(f, stFrozen, st.Gen, mv.E)
-		mv.Fr, mv.PC = s.C[f].Stamp, mDrainRead
+		mv.Fr, mv.PC = s.C[f].Stamp, next
 	}
 	return true
 }

@@ -51,9 +51,9 @@ func (m *Model) moverActivate(s *State, i int) bool {
 	switch {
 	case !m.Rules.ActivateCAS || m.sameStamp(s, t, mv.In):
 		s.setStamp(t, stActive, g, mv.E)
-		mv.Gen, mv.PC = g, mSwitch
+		mv.Gen, mv.Act, mv.PC = g, 1, mDrop
 	case st.St == stActive && st.Ep == mv.E:
-		mv.Gen, mv.PC = st.Gen, mSwitch
+		mv.Gen, mv.Act, mv.PC = st.Gen, 1, mDrop
 	default:
 		mv.PC = mDone
 	}
@@ -71,24 +71,32 @@ func (m *Model) moverSwitch(s *State, i int) bool {
 		s.Root.Owner = uint8(m.Scn.Movers[i].To)
 		s.Root.MapMod = s.rootWrite()
 		s.Root.Move = moveRec{}
-		mv.PC = mDrop
 	}
 	return true
 }
 
-// moverDrop is P8: Txn If(source stamp mod == frozenMod, record mod ==
-// read) delete the source's completion record (the read and the Txn are
-// one step: a record re-written between them fails the compare).
+// moverDrop is P8, before P7 as in the code: Txn If(source stamp mod ==
+// frozenMod, record mod == read) delete the source's completion record
+// (the read and the Txn are one step: a record re-written between them
+// fails the compare). A failed compare re-freezes the source once (the
+// freeze's adoption) and drops again; failed again, the call stops.
 func (m *Model) moverDrop(s *State, i int) bool {
 	mv := &s.M[i]
 	f := int(mv.From)
 	if m.down(s, f) {
 		return false
 	}
-	if s.C[f].Rec != 0 && m.epochGuard(s, f, mv.Fr) {
-		s.C[f].Rec, s.C[f].RecMod = 0, 0
-		s.write(f)
+	switch {
+	case m.epochGuard(s, f, mv.Fr):
+		if s.C[f].Rec != 0 {
+			s.C[f].Rec, s.C[f].RecMod = 0, 0
+			s.write(f)
+		}
+		mv.PC = mSwitch
+	case mv.Re == 0:
+		mv.Re, mv.PC = 1, mFreeze
+	default:
+		mv.PC = mDone
 	}
-	mv.PC = mDone
 	return true
 }

@@ -24,74 +24,97 @@ type Rules struct {
 	// PrepareTarget (P2): the target's stamp is written incoming with the
 	// move's epoch before the source is frozen, and the copy (P5) and the
 	// activation (P6) compare it. Off: they compare the target's stamp as
-	// the mover first read it. Code: move_phases.go, mover.prepare.
+	// the mover first read it. Code: move_stamps.go, mover.prepare.
 	PrepareTarget bool
 	// StaleEpochStops (P2, P3): a stamp of a later epoch, or of this epoch
 	// in a state this phase does not expect, stops the mover. Off: only the
 	// mod revision read is compared (first touch at any epoch). Code:
-	// move_phases.go, mover.prepare and mover.freeze.
+	// move_stamps.go, mover.prepare and mover.freeze.
 	StaleEpochStops bool
 	// DrainWaits (P4): the mover goes on only once every key of the slot
-	// read after the freeze is deleted. Code: move_phases.go, mover.drain.
+	// read after the freeze is deleted. Code: move_drain.go, mover.drain.
 	DrainWaits bool
 	// ForceTailFirst (P4, ForceAfter): force deletes a name's keys highest
 	// create revision first, the holder's last, so no waiter is granted in
-	// passing. Code: move_phases.go, mover.force.
+	// passing. Code: move_drain.go, mover.force.
 	ForceTailFirst bool
 	// MemberWritesGuardedByEpoch (P4, P5, P8): the drain's read, each force
 	// chunk, the read and the copy of completion records and their deletion
 	// on the source compare the stamp this move wrote (frozenMod on the
-	// source, incomingMod on the target). Code: move_phases.go, mover.drain,
-	// mover.force, mover.copyCompletions and mover.dropCompletions.
+	// source, incomingMod on the target). Code: move_drain.go, mover.slotKeys
+	// and mover.force; move_records.go, mover.records, mover.copyCompletions
+	// and mover.dropOnce.
 	MemberWritesGuardedByEpoch bool
-	// MoverComparesValue (NOT IN THE SPEC, proposed): where the mover
-	// compares a member's stamp with one it wrote earlier (incomingMod,
-	// frozenMod: P4..P8), it compares the stamp's value as well as its mod
-	// revision, as the client's guard does: after a restore mod revisions
-	// repeat, and a stamp re-written at incomingMod (a raise freezing it)
-	// would let a late P6 of an aborted move activate the target. Code:
-	// move_phases.go, mover.drain, mover.force, mover.copyCompletions,
-	// mover.activate and mover.dropCompletions.
+	// MoverComparesValue: every compare a mover makes on a member's stamp
+	// it wrote or read (the CAS of each stamp write, frozenMod on the source,
+	// incomingMod on the target: P2..P8 and force) compares the stamp's
+	// value as well as its mod revision, as the client's guard does: after
+	// a restore mod revisions repeat, and a stamp re-written at incomingMod
+	// (a raise freezing it) would let a late P6 of an aborted move activate
+	// the target. Code: move_stamps.go, stampIs (in swapStamp and
+	// mover.activate); move_drain.go, mover.frozenCmp (mover.slotKeys,
+	// mover.force and its stamp check); move_records.go,
+	// mover.copyCompletions and mover.dropOnce.
 	MoverComparesValue bool
 	// ActivateRaisesGeneration (P6): the target's generation is raised
 	// above every generation the root records before it is activated. Code:
-	// move_phases.go, mover.activate (raiseGeneration, shardadmin.go).
+	// move_stamps.go, mover.activate (raiseGeneration, shardadmin.go).
 	ActivateRaisesGeneration bool
 	// ActivateCAS (P6): the activation compares the target's stamp with
-	// incomingMod. Off: a plain put. Code: move_phases.go, mover.activate.
+	// incomingMod. Off: a plain put. Code: move_stamps.go, mover.activate.
 	ActivateCAS bool
 	// SwitchMapChecksRecord (P7): the map switch compares the move record's
-	// mod revision with the one this move recorded. Code: move_phases.go,
+	// mod revision with the one this move recorded. Code: move_records.go,
 	// mover.switchMap.
 	SwitchMapChecksRecord bool
 	// AbortFencesTargetFirst (A2 before A3): the target is fenced before the
-	// source is unfrozen. Code: Shards.AbortMove.
+	// source is unfrozen. Code: move_abort.go, Shards.abortMove.
 	AbortFencesTargetFirst bool
 	// AbortRefusesActiveTarget (A2): an abort refuses a move whose target is
-	// active with its epoch (resume it instead). Code: Shards.AbortMove.
+	// active with its epoch (resume it instead). Code: move_abort.go,
+	// mover.fenceTarget.
 	AbortRefusesActiveTarget bool
 	// AbortStampsSourceEpoch (A3): the source is re-stamped active with the
 	// move's epoch even when it is active already (its freeze is still to
 	// come), which fences a late P3. Off: an active source is left alone.
-	// Code: Shards.AbortMove.
+	// Code: move_abort.go, mover.unfreeze.
 	AbortStampsSourceEpoch bool
 	// RaiseFreezesUnowned: RaiseGeneration re-stamps only an active stamp
 	// the root gives the cluster (map, move record of its epoch, or a later
 	// epoch); any other active stamp (restored stale) is frozen. Off: every
 	// active stamp is re-stamped active. Code: shardadmin.go,
-	// Shards.RaiseGeneration.
+	// Shards.raiseGeneration and ownership.gives.
 	RaiseFreezesUnowned bool
-	// RaiseStampsRootEpoch (NOT IN THE SPEC, proposed): when no move of the
-	// slot is recorded at R, the re-stamp carries epoch max(stamp.move, R),
-	// so that a call of any move that ended before R (a stalled P3 of an
-	// aborted move) sees a later epoch and stops. Without it a restore
-	// that undid an abort's A3 (which fences a late P3 with the move's
-	// epoch) lets that P3 freeze the slot for good. Code: shardadmin.go,
-	// Shards.RaiseGeneration.
+	// RaiseStampsRootEpoch: when no move of the slot is recorded at R, the
+	// re-stamp (active or frozen) carries epoch max(stamp.move, R), so that
+	// a call of any move that ended before R (a stalled P3 of an aborted
+	// move) sees a later epoch and stops. Without it a restore that undid an
+	// abort's A3 (which fences a late P3 with the move's epoch) lets that P3
+	// freeze the slot for good. Code: shardadmin.go, Shards.raiseGeneration.
 	RaiseStampsRootEpoch bool
+	// RaiseRefusesDuringMove: while a move from the cluster is recorded at
+	// R and its target's stamp is not active under the move's epoch, the
+	// raise refuses (ErrMoveInProgress, nothing written): abort or resume
+	// the move first. The source's stamp may then be the abort's (freezing
+	// it strands the slot) or the move's (re-activating it makes two
+	// holders). Past the activation the raise freezes the source's active
+	// stamp (ownership.gives), and a mover whose target is active adopts a
+	// source stamp that is not active by freezing it again under its epoch.
+	// Code: shardadmin.go, Shards.movesAllowRaise.
+	RaiseRefusesDuringMove bool
+	// RaiseUnfreezesOwner (NOT IN THE CODE, proposed): with no move of the
+	// slot recorded at R and the map naming the cluster, RaiseGeneration
+	// re-stamps a frozen stamp of epoch <= R active (epoch R, generation
+	// g): only a move that ended before R froze it, a stalled P3 that
+	// reached the restored member (which the operator opens to AbortMove
+	// after a refused raise, and which no procedure keeps from a stalled
+	// mover) before the raise; a failed CAS reads the stamp again (the
+	// freeze may land between the raise's read and its CAS). Code: none yet; would be shardadmin.go,
+	// Shards.raiseGeneration.
+	RaiseUnfreezesOwner bool
 	// RaiseCAS: RaiseGeneration's re-stamp compares the stamp's mod
 	// revision with the one it read. Off: a plain put. Code: shardadmin.go,
-	// Shards.RaiseGeneration.
+	// Shards.raiseGeneration (swapStamp).
 	RaiseCAS bool
 }
 
@@ -118,20 +141,22 @@ func Switches() []Switch {
 		{"GuardRequiresActiveStamp", "slotguard.go queue.slotGuard, shardsession.go Session.route", func(r *Rules) *bool { return &r.GuardRequiresActiveStamp }},
 		{"GuardComparesValue", "slotguard.go queue.slotGuard", func(r *Rules) *bool { return &r.GuardComparesValue }},
 		{"ContactTargetFirst", "move.go mover.begin", func(r *Rules) *bool { return &r.ContactTargetFirst }},
-		{"PrepareTarget", "move_phases.go mover.prepare", func(r *Rules) *bool { return &r.PrepareTarget }},
-		{"StaleEpochStops", "move_phases.go mover.prepare, mover.freeze", func(r *Rules) *bool { return &r.StaleEpochStops }},
-		{"DrainWaits", "move_phases.go mover.drain", func(r *Rules) *bool { return &r.DrainWaits }},
-		{"ForceTailFirst", "move_phases.go mover.force", func(r *Rules) *bool { return &r.ForceTailFirst }},
-		{"MemberWritesGuardedByEpoch", "move_phases.go mover.drain, mover.force, mover.copyCompletions, mover.dropCompletions", func(r *Rules) *bool { return &r.MemberWritesGuardedByEpoch }},
-		{"MoverComparesValue", "move_phases.go mover.drain, mover.force, mover.copyCompletions, mover.activate, mover.dropCompletions (proposed)", func(r *Rules) *bool { return &r.MoverComparesValue }},
-		{"ActivateRaisesGeneration", "move_phases.go mover.activate", func(r *Rules) *bool { return &r.ActivateRaisesGeneration }},
-		{"ActivateCAS", "move_phases.go mover.activate", func(r *Rules) *bool { return &r.ActivateCAS }},
-		{"SwitchMapChecksRecord", "move_phases.go mover.switchMap", func(r *Rules) *bool { return &r.SwitchMapChecksRecord }},
-		{"AbortFencesTargetFirst", "Shards.AbortMove", func(r *Rules) *bool { return &r.AbortFencesTargetFirst }},
-		{"AbortRefusesActiveTarget", "Shards.AbortMove", func(r *Rules) *bool { return &r.AbortRefusesActiveTarget }},
-		{"AbortStampsSourceEpoch", "Shards.AbortMove", func(r *Rules) *bool { return &r.AbortStampsSourceEpoch }},
-		{"RaiseFreezesUnowned", "shardadmin.go Shards.RaiseGeneration", func(r *Rules) *bool { return &r.RaiseFreezesUnowned }},
-		{"RaiseStampsRootEpoch", "shardadmin.go Shards.RaiseGeneration (proposed)", func(r *Rules) *bool { return &r.RaiseStampsRootEpoch }},
-		{"RaiseCAS", "shardadmin.go Shards.RaiseGeneration", func(r *Rules) *bool { return &r.RaiseCAS }},
+		{"PrepareTarget", "move_stamps.go mover.prepare", func(r *Rules) *bool { return &r.PrepareTarget }},
+		{"StaleEpochStops", "move_stamps.go mover.prepare, mover.freeze", func(r *Rules) *bool { return &r.StaleEpochStops }},
+		{"DrainWaits", "move_drain.go mover.drain", func(r *Rules) *bool { return &r.DrainWaits }},
+		{"ForceTailFirst", "move_drain.go mover.force", func(r *Rules) *bool { return &r.ForceTailFirst }},
+		{"MemberWritesGuardedByEpoch", "move_drain.go mover.slotKeys, mover.force; move_records.go mover.records, mover.copyCompletions, mover.dropOnce", func(r *Rules) *bool { return &r.MemberWritesGuardedByEpoch }},
+		{"MoverComparesValue", "move_stamps.go stampIs, swapStamp, mover.activate; move_drain.go mover.frozenCmp, mover.force; move_records.go mover.copyCompletions, mover.dropOnce", func(r *Rules) *bool { return &r.MoverComparesValue }},
+		{"ActivateRaisesGeneration", "move_stamps.go mover.activate", func(r *Rules) *bool { return &r.ActivateRaisesGeneration }},
+		{"ActivateCAS", "move_stamps.go mover.activate", func(r *Rules) *bool { return &r.ActivateCAS }},
+		{"SwitchMapChecksRecord", "move_records.go mover.switchMap", func(r *Rules) *bool { return &r.SwitchMapChecksRecord }},
+		{"AbortFencesTargetFirst", "move_abort.go Shards.abortMove", func(r *Rules) *bool { return &r.AbortFencesTargetFirst }},
+		{"AbortRefusesActiveTarget", "move_abort.go mover.fenceTarget", func(r *Rules) *bool { return &r.AbortRefusesActiveTarget }},
+		{"AbortStampsSourceEpoch", "move_abort.go mover.unfreeze", func(r *Rules) *bool { return &r.AbortStampsSourceEpoch }},
+		{"RaiseFreezesUnowned", "shardadmin.go Shards.raiseGeneration, ownership.gives", func(r *Rules) *bool { return &r.RaiseFreezesUnowned }},
+		{"RaiseStampsRootEpoch", "shardadmin.go Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseStampsRootEpoch }},
+		{"RaiseRefusesDuringMove", "shardadmin.go Shards.movesAllowRaise", func(r *Rules) *bool { return &r.RaiseRefusesDuringMove }},
+		{"RaiseUnfreezesOwner", "shardadmin.go Shards.raiseGeneration (proposed, not in the code)", func(r *Rules) *bool { return &r.RaiseUnfreezesOwner }},
+		{"RaiseCAS", "shardadmin.go Shards.raiseGeneration (swapStamp)", func(r *Rules) *bool { return &r.RaiseCAS }},
 	}
 }

@@ -41,7 +41,7 @@ type member struct {
 	GenKey uint8 // etcdlock-shards/generation
 	Rec    uint8 // 1: the name's completion record says the run id is done
 	RecMod uint8
-	Down   uint8 // restored and not yet raised: only RaiseGeneration reaches it
+	Down   uint8 // restored, not yet raised: 1 only RaiseGeneration reaches it, 2 movers and aborts too
 	Keys   [maxKeys]key
 }
 
@@ -60,6 +60,7 @@ type root struct {
 // mover is one MoveSlot call (P0..P8).
 type mover struct {
 	PC, From, E, RecMod, Gen, RecRead uint8
+	Act, Re                           uint8          // the target is active under E; the drop re-froze once
 	In, Fr                            stamp          // the stamps this move wrote (or found) on the target and the source
 	Drain                             [maxKeys]uint8 // create revisions read by the drain
 }
@@ -75,8 +76,8 @@ type abort struct{ PC, E, From, To, RecMod uint8 }
 
 // raise is one RaiseGeneration call, after an optional restore.
 type raise struct {
-	PC, R, MapR, RecTo, RecEp, G uint8
-	St                           stamp // the stamp it read
+	PC, R, MapR, RecFrom, RecTo, RecEp, G uint8
+	St                                    stamp // the stamp it read
 }
 
 // ghost is what the invariants need and no cluster holds.
