@@ -67,11 +67,16 @@ type stampStep func(st slotStamp) (next slotStamp, write bool, err error)
 // stamp the phase goes on with (the one written, or the one read when step
 // wrote nothing), and whether it wrote it.
 func stepStamp(ctx context.Context, cli *clientv3.Client, slot int, step stampStep) (slotStamp, bool, error) {
+	st, err := readStamp(ctx, cli, slot)
+	if err != nil {
+		return slotStamp{}, false, err
+	}
+	return stepStampFrom(ctx, cli, slot, st, step)
+}
+
+// stepStampFrom is stepStamp from st, the stamp as read already.
+func stepStampFrom(ctx context.Context, cli *clientv3.Client, slot int, st slotStamp, step stampStep) (slotStamp, bool, error) {
 	for {
-		st, err := readStamp(ctx, cli, slot)
-		if err != nil {
-			return slotStamp{}, false, err
-		}
 		next, write, err := step(st)
 		if err != nil || !write {
 			return st, false, err
@@ -79,6 +84,9 @@ func stepStamp(ctx context.Context, cli *clientv3.Client, slot int, step stampSt
 		written, ok, err := swapStamp(ctx, cli, slot, st, next)
 		if err != nil || ok {
 			return written, ok, err
+		}
+		if st, err = readStamp(ctx, cli, slot); err != nil {
+			return slotStamp{}, false, err
 		}
 	}
 }

@@ -236,15 +236,18 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 		return 0, ctxErr(ctx, err)
 	}
 	for _, kv := range resp.Kvs {
-		st := decodeStamp([]*mvccpb.KeyValue{kv})
 		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), stampKeyPrefix))
 		if err != nil {
 			continue
 		}
-		if next, ok := owned.restamp(slot, st, g); ok {
-			if _, _, err := swapStamp(ctx, cli, slot, st, next); err != nil {
-				return 0, err
-			}
+		// Read again when a compare fails: a mover may have written it.
+		st := decodeStamp([]*mvccpb.KeyValue{kv})
+		_, _, err = stepStampFrom(ctx, cli, slot, st, func(st slotStamp) (slotStamp, bool, error) {
+			next, ok := owned.restamp(slot, st, g)
+			return next, ok, nil
+		})
+		if err != nil {
+			return 0, err
 		}
 	}
 	return g, nil

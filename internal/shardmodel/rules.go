@@ -102,7 +102,7 @@ type Rules struct {
 	// source stamp that is not active by freezing it again under its epoch.
 	// Code: shardadmin.go, Shards.movesAllowRaise.
 	RaiseRefusesDuringMove bool
-	// RaiseUnfreezesOwner (NOT IN THE CODE, proposed): with no move of the
+	// RaiseUnfreezesOwner: with no move of the
 	// slot recorded at R and the map naming the cluster, RaiseGeneration
 	// re-stamps a frozen stamp of epoch <= R active (epoch R, generation
 	// g): only a move that ended before R froze it, a stalled P3 that
@@ -156,7 +156,7 @@ func Switches() []Switch {
 		{"RaiseFreezesUnowned", "shardadmin.go Shards.raiseGeneration, ownership.gives", func(r *Rules) *bool { return &r.RaiseFreezesUnowned }},
 		{"RaiseStampsRootEpoch", "shardadmin.go Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseStampsRootEpoch }},
 		{"RaiseRefusesDuringMove", "shardadmin.go Shards.movesAllowRaise", func(r *Rules) *bool { return &r.RaiseRefusesDuringMove }},
-		{"RaiseUnfreezesOwner", "shardadmin.go Shards.raiseGeneration (proposed, not in the code)", func(r *Rules) *bool { return &r.RaiseUnfreezesOwner }},
+		{"RaiseUnfreezesOwner", "shardadmin.go ownership.restamp, Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseUnfreezesOwner }},
 		{"RaiseCAS", "shardadmin.go Shards.raiseGeneration (swapStamp)", func(r *Rules) *bool { return &r.RaiseCAS }},
 	}
 }
