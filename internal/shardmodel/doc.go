@@ -1,7 +1,7 @@
 // Package shardmodel is an exhaustive model checker of etcdlock's slot-move
 // protocol (the spec with epochs: MoveSlot P0..P8, AbortMove A1..A4,
 // RaiseGeneration, the sharded session's slot guard), in Go tests, with no
-// cluster. MODEL.md says what it covers, what it does not, and maps each
+// cluster. DESIGN.md ("Checking the move exhaustively") says what it covers, what it does not, and maps each
 // rule to the code.
 //
 // The model has one slot and one name, on 2 or 3 member clusters and a

@@ -2,7 +2,7 @@ package shardmodel
 
 // Scenarios returns the scenarios the tests explore with every rule on
 // (and, for the rule each needs, with it off). Together they are the
-// model's bounds; see MODEL.md for what each covers.
+// model's bounds; see DESIGN.md, "Checking the move exhaustively", for what each covers.
 func Scenarios() []Scenario {
 	return []Scenario{
 		// One move with ForceAfter, a Resume of it, two clients.
