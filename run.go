@@ -115,17 +115,23 @@ func (r *runner) closeOwned() {
 }
 
 // term serves one grant, then releases it if it is still held. done says
-// Run returns err; else the grant was lost and Run acquires again.
+// Run returns err; else the grant was lost and Run acquires again. The
+// release is deferred: when the function panics the grant is released (or
+// the term resigned) before the panic goes on to the caller.
 func (r *runner) term(ctx context.Context, t term) (done bool, err error) {
 	token := zap.Stringer("token", t.l.Token())
 	r.log.Info("run: holding", token)
+	released := false
+	defer func() {
+		if !released {
+			r.log.Warn("run: the function panicked; releasing", token)
+			r.release(t)
+		}
+	}()
 	serr := serveUnder(ctx, t.l, t.serve)
 	lostCause := context.Cause(t.l.Context()) // nil while still held
-	rctx, cancel := context.WithTimeout(context.Background(), r.s.revokeBound())
-	if rerr := t.l.Unlock(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-		r.log.Warn("run: release did not finish; the session's reaper completes it", zap.Error(rerr))
-	}
-	cancel()
+	r.release(t)
+	released = true
 	switch {
 	case closedByCaller(ctx):
 		r.log.Info("run: the caller closed its session", token)
@@ -139,6 +145,16 @@ func (r *runner) term(ctx context.Context, t term) (done bool, err error) {
 	}
 	r.log.Info("run: released after fn failed", token, zap.Error(serr))
 	return true, serr
+}
+
+// release releases t's grant, bounded; what does not finish, the
+// session's reaper completes.
+func (r *runner) release(t term) {
+	rctx, cancel := context.WithTimeout(context.Background(), r.s.revokeBound())
+	defer cancel()
+	if rerr := t.l.Unlock(rctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		r.log.Warn("run: release did not finish; the session's reaper completes it", zap.Error(rerr))
+	}
 }
 
 // errCallerClosed ends Run's context when the caller closes its Session.
