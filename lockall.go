@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // MaxLockAllNames is the largest number of names one LockAll or TryLockAll
@@ -149,8 +151,12 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 	ws, err = acquireAll(opCtx, qs, try)
 	if err == nil {
 		// No grant after the caller gave up, nor past the token space
-		// (queue.grant).
-		if err = s.grantable(ctx, ws...); err != nil {
+		// (queue.grant), nor of a set one of whose names was lost while
+		// another was awaited.
+		if err = s.grantable(ctx, ws...); err == nil {
+			err = confirmAll(opCtx, ws)
+		}
+		if err != nil {
 			abandonAll(ws, err)
 		}
 	}
@@ -158,6 +164,32 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 		return nil, qs, allError(s.cause(ctx, err))
 	}
 	return newLocks(ws), qs, nil
+}
+
+// confirmAll checks in one Txn that every key of ws is still there with
+// its create revision. A name granted at once has no watch on its key
+// while LockAll waits for another, so a break (or a forced move) of it is
+// seen only here. It returns nil when every key is; an error wrapping
+// ErrLockLost naming the first name lost; or the read's error.
+func confirmAll(ctx context.Context, ws []*waiter) error {
+	if len(ws) < 2 {
+		return nil
+	}
+	cmps, reads := make([]clientv3.Cmp, len(ws)), make([]clientv3.Op, len(ws))
+	for i, w := range ws {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)
+		reads[i] = clientv3.OpGet(w.key, clientv3.WithKeysOnly())
+	}
+	resp, err := ws[0].q.s.cli.Txn(ctx).If(cmps...).Else(reads...).Commit()
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	for i, r := range resp.Responses {
+		if kvs := r.GetResponseRange().Kvs; !resp.Succeeded && (len(kvs) == 0 || kvs[0].CreateRevision != ws[i].rev) {
+			return ws[i].q.errorf(fmt.Errorf("%w: %q was lost while the set was awaited", ErrLockLost, ws[i].q.name))
+		}
+	}
+	return nil
 }
 
 // allError wraps err of LockAll, unless it names its lock already.
