@@ -136,8 +136,8 @@ func (q queue) report(out *latest, lr leaderRead) {
 // keyBook.watcher); it returns why.
 func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
 	wt, moved := q.s.book.watcher(ctx, nil)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	wctx, stop := watchCtx(ctx, moved)
+	defer stop()
 	wch := wt.Watch(wctx, q.dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for {
 		var resp clientv3.WatchResponse

@@ -4,8 +4,6 @@ package etcdlock
 // grant's context when the key is deleted.
 
 import (
-	"context"
-
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -43,8 +41,8 @@ func (w *waiter) monitor() {
 // it saw; progress reports that it saw a later revision.
 func (w *waiter) watchOwn(next *int64) (gone, progress bool) {
 	wt, moved := w.q.s.book.watcher(w.ctx, nil)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
-	defer cancel()
+	wctx, stop := watchCtx(w.ctx, moved)
+	defer stop()
 	wch := wt.Watch(wctx, w.key, clientv3.WithRev(*next), clientv3.WithFilterPut())
 	for {
 		var resp clientv3.WatchResponse

@@ -138,3 +138,30 @@ func (b *keyBook) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.W
 	}
 	return s.cli, l.moved
 }
+
+// watchCtx returns a child of ctx for one watch opened on the watcher that
+// keyBook.watcher returned with moved: it also ends when moved closes, so
+// a watch stuck on a connection the keeper has left is cancelled, whether
+// or not clientv3's Watch has returned (it blocks until the server
+// confirms the watch, which a black-holed path never does), and the caller
+// reopens it on the keeper's current connection. stop cancels it and waits
+// for its goroutine.
+func watchCtx(ctx context.Context, moved <-chan struct{}) (wctx context.Context, stop func()) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	if moved == nil {
+		return wctx, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-moved:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	return wctx, func() {
+		cancel()
+		<-done
+	}
+}

@@ -119,10 +119,10 @@ func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvcc
 	b := newBackoff(watchFloor, watchCeil)
 	for {
 		wt, moved := w.q.s.book.watcher(ctx, w.ctx.Done())
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, stop := watchCtx(ctx, moved)
 		key, opts := plan.watchOpts(w.q.dir, from)
 		r, err := w.consume(ctx, wt.Watch(wctx, key, opts...), moved, pol, plan, from)
-		cancel()
+		stop()
 		if err != nil || r.changed {
 			return r.ahead, err
 		}
