@@ -22,7 +22,7 @@ import (
 
 // moverKinds are the nemesis's actions; the cell runs until it has done
 // each once.
-func moverKinds() []string { return []string{"move", "force", "resume", "stall", "abort", "raise"} }
+func moverKinds() []string { return []string{"stall", "abort", "resume", "force", "raise", "move"} }
 
 // moverLane runs plan, then actions of random kinds, one at a time.
 func (sc *shardCell) moverLane(ctx context.Context, plan []string) {
@@ -112,7 +112,7 @@ func (sc *shardCell) moveOnce(name, kind string) {
 	if kind == "force" {
 		o.ForceAfter = sc.randDur(100*time.Millisecond, time.Second)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err := sc.admin.MoveSlot(ctx, slot, to, o)
 	sc.record(kind, err)
@@ -134,7 +134,7 @@ func (sc *shardCell) resumeBeside(name string) {
 			once.Do(func() { close(reached) })
 		}
 	})}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- sc.admin.MoveSlot(ctx, slot, to, o) }()
@@ -190,7 +190,7 @@ func (sc *shardCell) stall(name string) {
 // then moves the slot twice.
 func (sc *shardCell) whileStalled(name, to string) {
 	slot := etcdlock.SlotOf(name)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := sc.admin.AbortMove(ctx, slot)
 	sc.record("abort stalled", err)
@@ -220,7 +220,7 @@ func (sc *shardCell) abortBeside(name string) {
 	slot, from, to := sc.route(name)
 	phase := []string{"frozen", "draining"}[sc.randN(2)]
 	giveUp := sc.randN(2) == 0
-	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	mctx, mcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer mcancel()
 	reached := make(chan struct{})
 	var once sync.Once
@@ -242,7 +242,7 @@ func (sc *shardCell) abortBeside(name string) {
 		sc.record("abort: move ended first", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if giveUp {
 		_, err := sc.admin.RaiseGeneration(ctx, from)
@@ -273,7 +273,7 @@ func (sc *shardCell) awaitOwner(name, id string) {
 func (sc *shardCell) settle(slot int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		to, recorded, err := sc.recordedMove(ctx, slot)
 		if err == nil && !recorded {
 			cancel()

@@ -26,12 +26,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Run lengths of the sharded cell: 25 s of faults in CI; 3 minutes with
+// Run lengths of the sharded cell: 20 s of faults in CI; 3 minutes with
 // ETCDLOCK_SAFETY_SHARDED_LONG=1, or ETCDLOCK_SAFETY_SHARDED_DURATION.
 const (
-	shardedShort      = 25 * time.Second
+	shardedShort      = 20 * time.Second
 	shardedLong       = 3 * time.Minute
-	shardedExtendCap  = 60 * time.Second
+	shardedExtendCap  = 40 * time.Second
 	shardedWorkers    = 4
 	shardedMinAcked   = 30
 	shardedMinRevoked = 1 // targeted revocations whose next holder read
