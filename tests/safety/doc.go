@@ -47,6 +47,18 @@
 // A self-test runs the same suite against deliberately broken registers
 // (Unfenced, FenceWritesOnly) and asserts that the checkers fail them.
 //
+// TestSafetySharded runs a sharded cell: in-process workers share sharded
+// sessions over two 3-member clusters and lock two names whose slots a mover
+// nemesis moves back and forth (some moves with ForceAfter; a Resume beside
+// a running call; a mover stalled at a phase and woken after other moves;
+// AbortMove; RaiseGeneration, refused during a move from its cluster),
+// while the member lanes, holds and cuts of the workers' links and
+// revocations of their leases run. The register's checkers judge each
+// name's history; the queue's judge each cluster's record of it, one epoch
+// (from a stamp going active to its next freeze) at a time. 20 s of faults
+// in CI; ETCDLOCK_SAFETY_SHARDED_LONG=1 for 3 minutes, or
+// ETCDLOCK_SAFETY_SHARDED_DURATION.
+//
 // The suite runs in CI in a few minutes (15 s per cell, 10 s per
 // self-test). Set ETCDLOCK_SAFETY_DURATION (for example 60s) for longer
 // runs, with go test -timeout 0; the README's Safety section has the
