@@ -16,14 +16,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// heldOff is a key ahead that a wait saw deleted, of a
+// heldOff is a key ahead that a wait saw deleted (or found gone), of a
 // session with a lock-delay, or that passed one on.
 type heldOff struct {
 	d      time.Duration // the key's lock-delay; 0: none
 	passed time.Time     // the end of a delay the key passed on; zero: none
 	key    string
 	lease  clientv3.LeaseID // the key's
-	rev    int64            // the deletion's revision
+	rev    int64            // the deletion's revision; 0: unknown (a read found the key gone)
 	seen   time.Time        // when the waiter saw it go
 }
 
@@ -53,12 +53,66 @@ func (w *waiter) noteDelete(ev *clientv3.Event) {
 	if ev.Type != mvccpb.DELETE {
 		return
 	}
+	w.forget(string(ev.Kv.Key))
 	if ev.PrevKv == nil {
 		return
 	}
 	if h, ok := delayOf(ev.PrevKv, ev.Kv.ModRevision, time.Now()); ok {
 		w.delay = h
 	}
+}
+
+// watchDelays keeps, of the keys ahead (as a read returned them, with
+// their values) that plan watches, those that set a delay, so that a
+// deletion the wait learns of only by a read does not drop it (noteMissed).
+func (w *waiter) watchDelays(plan watchPlan, ahead []*mvccpb.KeyValue) {
+	w.watched = w.watched[:0]
+	for _, kv := range ahead {
+		if k := string(kv.Key); k != plan.key && !plan.set[k] {
+			continue
+		}
+		if h, ok := delayOf(kv, 0, time.Time{}); ok {
+			w.watched = append(w.watched, h)
+		}
+	}
+}
+
+// forget drops key, whose deletion the wait saw, from the watched keys.
+func (w *waiter) forget(key string) {
+	for i, h := range w.watched {
+		if h.key == key {
+			w.watched = append(w.watched[:i], w.watched[i+1:]...)
+			return
+		}
+	}
+}
+
+// noteMissed, at a grant after a wait that saw no deletion with a delay,
+// takes a watched key with a delay that is gone from ahead as the key to
+// hold off for, seen now: the wait learned of its deletion from a read (after
+// a compaction, or one before its watch began), which carries no deleted
+// value and no revision. holdOff then asks whether its lease is gone now.
+func (w *waiter) noteMissed(ahead []*mvccpb.KeyValue) {
+	defer func() { w.watched = w.watched[:0] }()
+	if w.delay.d > 0 || !w.delay.passed.IsZero() {
+		return
+	}
+	now := time.Now()
+	for _, h := range w.watched {
+		if h.seen = now; inAhead(ahead, h.key) || !h.end().After(w.delay.end()) {
+			continue
+		}
+		w.delay = h
+	}
+}
+
+func inAhead(ahead []*mvccpb.KeyValue, key string) bool {
+	for _, kv := range ahead {
+		if string(kv.Key) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // holdOff waits out the lock-delay of the last key with one that the wait
@@ -119,7 +173,9 @@ func (w *waiter) holdOffEnd(ctx context.Context, h heldOff) time.Time {
 
 // wentWithLease reports whether h's key went with its session's lease: the
 // session's barrier of this name (attached to the same lease, kept while it
-// lives: barrier.go) was gone at the deletion's revision too.
+// lives: barrier.go) was gone at the deletion's revision too. For a deletion
+// of unknown revision it asks now: a barrier there now means that the lease
+// lived at the deletion; one gone may have gone later, and counts as gone.
 func (w *waiter) wentWithLease(ctx context.Context, h heldOff) (bool, error) {
 	actx, kv, done := w.q.s.book.attempt(ctx, true)
 	defer done()

@@ -47,10 +47,12 @@ type waiter struct {
 	// grant is returned, read-only after.
 	grantedAt time.Time
 	// delay is the last key ahead with a lock-delay that the wait saw go,
-	// and pass the end of the delay the waiter holds off for
-	// (lockdelay.go); only the acquiring goroutine uses them.
-	delay heldOff
-	pass  time.Time
+	// watched the keys ahead that the wait watches that set one, and pass
+	// the end of the delay the waiter holds off for (lockdelay.go); only
+	// the acquiring goroutine uses them.
+	delay   heldOff
+	watched []heldOff
+	pass    time.Time
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once

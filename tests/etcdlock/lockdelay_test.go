@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -200,5 +201,62 @@ func TestLockDelayPassedOn(t *testing.T) {
 		t.Fatalf("second waiter granted %v after the revoke; want no sooner than the lock-delay %v", d, delay)
 	} else {
 		t.Logf("second waiter granted %v after the revoke (lock-delay %v)", d.Round(time.Millisecond), delay)
+	}
+}
+
+// TestLockDelayAcrossCompaction: the waiter's watch runs on a path that is
+// cut; meanwhile the holder's lease (lock-delay 4 s) is revoked and the
+// history compacted past the deletion, so the watch, moved to another path,
+// reports a compaction and the waiter learns of the deletion from a re-read
+// without the deleted value. It still waits the delay out, from then.
+func TestLockDelayAcrossCompaction(t *testing.T) {
+	const delay = 4 * time.Second
+	c := embedtest.Start(t)
+	cfg := c.ClientConfig()
+	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 0, 0 // a cut path stays open
+	wcli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wcli.Close() })
+	s, _ := keptSession(t, c, wcli)
+	setMonitorDelay(t, time.Hour, s)
+	link, err := c.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = link.Close() })
+	t.Cleanup(link.Restore)
+	lendTo := func(ep string) {
+		conn, err := wcli.Dial(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(testhook.Lend(s, wcli, conn, ep))
+	}
+	cli := newClient(t, c)
+	name := uniqueName(t)
+	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	mustLock(t, etcdlock.NewMutex(holder, name))
+	ctx := testCtx(t, 30*time.Second)
+	lendTo(link.Endpoints()[0])
+	hooks := countHooks(t, s)
+	got := lockInBackground(t, ctx, s, name)
+	hooks.awaitWatchCreated(t, ctx)
+	link.Cut()
+	start := time.Now()
+	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	compactAfterFillers(t, ctx, cli, name)
+	lendTo(c.Members()[1].Endpoint())
+	at := <-got
+	if at.IsZero() {
+		t.FailNow()
+	}
+	if d := at.Sub(start); d < delay {
+		t.Fatalf("granted %v after the revoke; want no sooner than the lock-delay %v", d, delay)
+	} else {
+		t.Logf("granted %v after the revoke (lock-delay %v)", d.Round(time.Millisecond), delay)
 	}
 }
