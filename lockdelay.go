@@ -99,10 +99,10 @@ func (w *waiter) noteMissed(ahead []*mvccpb.KeyValue) {
 	}
 	now := time.Now()
 	for _, h := range w.watched {
-		if h.seen = now; inAhead(ahead, h.key) || !h.end().After(w.delay.end()) {
-			continue
+		h.seen = now
+		if !inAhead(ahead, h.key) && h.end().After(w.delay.end()) {
+			w.delay = h // of several gone (a semaphore's), the latest end
 		}
-		w.delay = h
 	}
 }
 
