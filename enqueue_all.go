@@ -118,7 +118,7 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		if e.try {
 			op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
 		} else {
-			op.thens = append(op.thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			op.thens = append(op.thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)))
 		}
 		op.thens = append(op.thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))

@@ -200,8 +200,12 @@ func tagsCompatible(a, b string) bool {
 // grant stamp, see waiter.stamp), in milliseconds since the Unix epoch by
 // the writing client's clock; keys of older versions have neither, and a
 // key granted as it entered the queue has no stamp. Delay is the session's
-// lock-delay in milliseconds (WithLockDelay), left out when zero. Value is
-// left out when empty. Every byte here is written to every member's log and database
+// lock-delay in milliseconds (WithLockDelay), left out when zero. Pass is
+// a lock-delay a waiter that gave up passes on to the waiter behind it: the
+// delay's end, in milliseconds since the Unix epoch by the writer's clock,
+// written into the key just before its delete (lockdelay.go); only such a
+// waiter writes it, and older readers ignore it. Value is left out when
+// empty. Every byte here is written to every member's log and database
 // with every grant, so the value stays small.
 type keyValue struct {
 	V        int    `json:"v"`
@@ -210,6 +214,7 @@ type keyValue struct {
 	At       int64  `json:"at,omitempty"`
 	Granted  int64  `json:"granted,omitempty"`
 	Delay    int64  `json:"delay,omitempty"`
+	Pass     int64  `json:"pass,omitempty"`
 	// Gen is the generation of the slot the key was created under (0: a
 	// cluster that is not sharded); its token is Gen<<GenerationShift |
 	// its create revision.
@@ -223,7 +228,11 @@ func encodeValue(identity, value string, at, granted time.Time, delay time.Durat
 	if !granted.IsZero() {
 		kv.Granted = granted.UnixMilli()
 	}
-	b, err := json.Marshal(kv)
+	return kv.encode()
+}
+
+func (v keyValue) encode() string {
+	b, err := json.Marshal(v)
 	if err != nil { // cannot happen for two strings
 		return `{"v":1}`
 	}
@@ -235,6 +244,10 @@ func (v keyValue) enqueued() time.Time { return unixMilli(v.At) }
 
 // lockDelay returns the lock-delay of the key's session (0 if none).
 func (v keyValue) lockDelay() time.Duration { return time.Duration(max(v.Delay, 0)) * time.Millisecond }
+
+// passed returns the end of the lock-delay passed on in the key (zero if
+// none).
+func (v keyValue) passed() time.Time { return unixMilli(v.Pass) }
 
 // stamped returns the key's grant stamp (zero if it has none).
 func (v keyValue) stamped() time.Time { return unixMilli(v.Granted) }

@@ -259,7 +259,8 @@ func (q queue) resolveRefusal(ctx context.Context, sk *slotKey, sent int64, sg s
 // written (unknown outcome of the first try): the keys ahead must then be read.
 func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, []*mvccpb.KeyValue, bool, error) {
 	e := enqueueTxn{q: q, sk: q.newKey(value).as(holderOf(ctx))}
-	e.get = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	// With values: a key's lock-delay (watchDelays).
+	e.get = []clientv3.OpOption{clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	if n := pol.lookback(); n > 0 {
 		e.get = append(e.get, clientv3.WithLimit(n))

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -18,6 +19,11 @@ type reapItem struct {
 	// raised: the barrier of dir was raised after the key was given up, so
 	// no write of it can be applied any more, and what exists is all there is.
 	raised bool
+	// pass, when set, is the key's value with a lock-delay passed on
+	// (lockdelay.go): written, guarded by rev, before the delete, while
+	// passUntil is ahead.
+	pass      string
+	passUntil time.Time
 }
 
 // reaper retires the keys of a session that the library can no longer
@@ -209,6 +215,12 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 		}
 		it.rev = resp.Kvs[0].CreateRevision
 	}
+	if it.pass != "" && time.Now().Before(it.passUntil) {
+		if err := b.passOn(ctx, it); err != nil {
+			return false, err
+		}
+	}
+	it.pass = ""
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	err = b.deleteKey(actx, it.key, it.rev)
 	cancel()

@@ -38,6 +38,7 @@ const (
 	hookWatchCreated  = testhook.WatchCreated
 	hookMonitor       = testhook.Monitor
 	hookReaped        = testhook.Reaped
+	hookHoldOff       = testhook.HoldOff
 )
 
 // runHook calls the session's test hook, if any, at p.

@@ -43,9 +43,11 @@ func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue,
 		}
 		granted, plan := pol.decide(ahead)
 		if granted {
+			w.noteMissed(ahead)
 			return w.granted(ctx, pol, touch || waited)
 		}
 		w.delay = heldOff{} // a key that went without passing a grant delays nothing
+		w.watchDelays(plan, ahead)
 		if !waited {
 			waited = true
 			defer w.waiting()()
@@ -323,7 +325,8 @@ func (w *waiter) readAt(ctx context.Context, rev int64, pol policy, retry bool) 
 	if limit > 0 {
 		limit++ // my own key comes first
 	}
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	// With values: a key's lock-delay (watchDelays).
+	opts := []clientv3.OpOption{clientv3.WithPrefix(),
 		clientv3.WithMaxCreateRev(w.rev),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(limit)}

@@ -46,9 +46,13 @@ type waiter struct {
 	// as it entered the queue); set by the acquiring goroutine before the
 	// grant is returned, read-only after.
 	grantedAt time.Time
-	// delay is the last key ahead with a lock-delay that the wait saw go
-	// (lockdelay.go); only the acquiring goroutine uses it.
-	delay heldOff
+	// delay is the last key ahead with a lock-delay that the wait saw go,
+	// watched the keys ahead that the wait watches that set one, and pass
+	// the end of the delay the waiter holds off for (lockdelay.go); only
+	// the acquiring goroutine uses them.
+	delay   heldOff
+	watched []heldOff
+	pass    time.Time
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once
@@ -74,13 +78,19 @@ func (q queue) newWaiter(sk slotKey, rev int64) *waiter {
 
 // abandon gives up the acquisition: it ends the waiter's context and deletes
 // its key (guarded by its create revision) before it returns, or through the
-// session's reaper when the cluster does not answer in time.
+// session's reaper when the cluster does not answer in time. A waiter with
+// a lock-delay still ahead of it first writes the delay's end into its key,
+// so that the waiter behind sees it with the deletion (lockdelay.go).
 func (w *waiter) abandon(cause error) {
 	if cause == nil {
 		cause = context.Canceled
 	}
 	w.lose(cause)
-	w.q.s.book.removeNow(reapItem{key: w.key, rev: w.rev, done: w.free})
+	it := reapItem{key: w.key, rev: w.rev, done: w.free}
+	if end := w.pendingDelay(); !end.IsZero() {
+		it.pass, it.passUntil = w.passValue(end), end
+	}
+	w.q.s.book.removeNow(it)
 }
 
 // stamp writes the grant's moment into its key's value, once, in a goroutine

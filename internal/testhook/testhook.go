@@ -31,6 +31,7 @@ const (
 	WatchCreated               // a predecessor watch's created notification was handled
 	Monitor                    // the own-key monitor starts
 	Reaped                     // the reaper's delete returned; err is its error
+	HoldOff                    // a granted waiter starts to wait out a lock-delay
 	NumPoints
 )
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -29,6 +31,12 @@ func startHolder(t *testing.T, name string, ttl, delay time.Duration) *exec.Cmd 
 // its grant's moment, once the waiter is in line behind the holder.
 func lockInBackground(t *testing.T, ctx context.Context, s *etcdlock.Session, name string) <-chan time.Time {
 	t.Helper()
+	return lockBehind(t, ctx, s, name, 1)
+}
+
+// lockBehind is lockInBackground behind ahead keys.
+func lockBehind(t *testing.T, ctx context.Context, s *etcdlock.Session, name string, ahead int) <-chan time.Time {
+	t.Helper()
 	got := make(chan time.Time, 1)
 	go func() {
 		l, err := etcdlock.NewMutex(s, name).Lock(ctx)
@@ -40,7 +48,7 @@ func lockInBackground(t *testing.T, ctx context.Context, s *etcdlock.Session, na
 		got <- time.Now()
 		_ = l.Unlock(ctx)
 	}()
-	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, s.Client(), name)) == 2 })
+	waitFor(t, 10*time.Second, "waiter", func() bool { return len(keysUnder(t, s.Client(), name)) == ahead+1 })
 	return got
 }
 
@@ -148,5 +156,107 @@ func TestLockDelayIsChecked(t *testing.T) {
 		if _, err := etcdlock.NewSession(testCtx(t, 10*time.Second), cli, etcdlock.WithLockDelay(d)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 			t.Fatalf("WithLockDelay(%v): %v", d, err)
 		}
+	}
+}
+
+// TestLockDelayPassedOn: the holder's session has a 4 s lock-delay and its
+// lease is revoked; the first waiter leaves as it starts to wait the delay
+// out. The second waiter is granted no sooner than the delay's end: the
+// first passes it on in its key's last value, not only in its memory.
+func TestLockDelayPassedOn(t *testing.T) {
+	const delay = 4 * time.Second
+	cli := newClient(t, nil)
+	name := uniqueName(t)
+	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	mustLock(t, etcdlock.NewMutex(holder, name))
+	ctx := testCtx(t, 30*time.Second)
+	first := openSession(t, cli)
+	firstCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	setHook(t, func(p testhook.Point, err error) error {
+		if p == testhook.HoldOff {
+			leave() // it leaves during the delay
+		}
+		return err
+	}, first)
+	left := make(chan error, 1)
+	go func() {
+		_, err := etcdlock.NewMutex(first, name).Lock(firstCtx)
+		left <- err
+	}()
+	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
+	got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+	start := time.Now()
+	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first waiter: %v, want it to leave (context.Canceled)", err)
+	}
+	at := <-got
+	if at.IsZero() {
+		t.FailNow()
+	}
+	if d := at.Sub(start); d < delay {
+		t.Fatalf("second waiter granted %v after the revoke; want no sooner than the lock-delay %v", d, delay)
+	} else {
+		t.Logf("second waiter granted %v after the revoke (lock-delay %v)", d.Round(time.Millisecond), delay)
+	}
+}
+
+// TestLockDelayAcrossCompaction: the waiter's watch runs on a path that is
+// cut; meanwhile the holder's lease (lock-delay 4 s) is revoked and the
+// history compacted past the deletion, so the watch, moved to another path,
+// reports a compaction and the waiter learns of the deletion from a re-read
+// without the deleted value. It still waits the delay out, from then.
+func TestLockDelayAcrossCompaction(t *testing.T) {
+	const delay = 4 * time.Second
+	c := embedtest.Start(t)
+	cfg := c.ClientConfig()
+	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 0, 0 // a cut path stays open
+	wcli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wcli.Close() })
+	s, _ := keptSession(t, c, wcli)
+	setMonitorDelay(t, time.Hour, s)
+	link, err := c.NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = link.Close() })
+	t.Cleanup(link.Restore)
+	lendTo := func(ep string) {
+		conn, err := wcli.Dial(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(testhook.Lend(s, wcli, conn, ep))
+	}
+	cli := newClient(t, c)
+	name := uniqueName(t)
+	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	mustLock(t, etcdlock.NewMutex(holder, name))
+	ctx := testCtx(t, 30*time.Second)
+	lendTo(link.Endpoints()[0])
+	hooks := countHooks(t, s)
+	got := lockInBackground(t, ctx, s, name)
+	hooks.awaitWatchCreated(t, ctx)
+	link.Cut()
+	start := time.Now()
+	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	compactAfterFillers(t, ctx, cli, name)
+	lendTo(c.Members()[1].Endpoint())
+	at := <-got
+	if at.IsZero() {
+		t.FailNow()
+	}
+	if d := at.Sub(start); d < delay {
+		t.Fatalf("granted %v after the revoke; want no sooner than the lock-delay %v", d, delay)
+	} else {
+		t.Logf("granted %v after the revoke (lock-delay %v)", d.Round(time.Millisecond), delay)
 	}
 }
