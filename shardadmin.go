@@ -235,22 +235,64 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 	if err != nil {
 		return 0, ctxErr(ctx, err)
 	}
+	var todo []restampOp
 	for _, kv := range resp.Kvs {
 		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), stampKeyPrefix))
 		if err != nil {
 			continue
 		}
-		// Read again when a compare fails: a mover may have written it.
 		st := decodeStamp([]*mvccpb.KeyValue{kv})
-		_, _, err = stepStampFrom(ctx, cli, slot, st, func(st slotStamp) (slotStamp, bool, error) {
-			next, ok := owned.restamp(slot, st, g)
+		if next, ok := owned.restamp(slot, st, g); ok {
+			todo = append(todo, restampOp{slot, st, next})
+		}
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), restampsPerTxn)
+		if err := owned.restampAll(ctx, cli, todo[:n], g); err != nil {
+			return 0, err
+		}
+		todo = todo[n:]
+	}
+	return g, nil
+}
+
+// restampOp is one stamp a raise writes: st as read, next over it.
+type restampOp struct {
+	slot     int
+	st, next slotStamp
+}
+
+// restampsPerTxn is how many stamps one Txn of a raise writes: two
+// compares each, within etcd's default of 128 operations a branch.
+const restampsPerTxn = 50
+
+// restampAll writes every op in one Txn, compare-and-swap on each stamp as
+// read; when one changed meanwhile (a mover wrote it), each is written on
+// its own, reading again and deciding again when its compare fails.
+func (o ownership) restampAll(ctx context.Context, cli *clientv3.Client, ops []restampOp, g int64) error {
+	var cmps []clientv3.Cmp
+	puts := make([]clientv3.Op, len(ops))
+	for i, op := range ops {
+		cmps = append(cmps, stampIs(op.slot, op.st)...)
+		puts[i] = clientv3.OpPut(stampKey(op.slot), op.next.encode())
+	}
+	tr, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	if tr.Succeeded {
+		return nil
+	}
+	for _, op := range ops {
+		_, _, err := stepStampFrom(ctx, cli, op.slot, op.st, func(st slotStamp) (slotStamp, bool, error) {
+			next, ok := o.restamp(op.slot, st, g)
 			return next, ok, nil
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return g, nil
+	return nil
 }
 
 // movesAllowRaise refuses a raise while a move from the cluster is recorded
