@@ -1,8 +1,9 @@
 package main
 
-// The shards scenario: how names spread over 1, 2 and 4 clusters, and how
+// The shards scenario: how names spread over 1, 2 and 4 clusters, how
 // long a dead client's lock takes to free after an etcd leader change with
-// 8,000 leases on one cluster against 2,000 on each of 4.
+// 8,000 leases on one cluster against 2,000 on each of 4, and what a move
+// of one slot costs with and without other slots' keys (shardmove.go).
 
 import (
 	"context"
@@ -81,6 +82,9 @@ func shardsScenario(ctx context.Context, o options) []Result {
 	}
 	for _, n := range []int{1, 4} {
 		out = append(out, freeTime(ctx, o, n))
+	}
+	for _, others := range []int{0, moveOthers} {
+		out = append(out, moveCost(ctx, o, others))
 	}
 	return out
 }
