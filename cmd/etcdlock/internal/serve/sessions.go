@@ -10,7 +10,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,6 +158,15 @@ func (srv *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
+	if lost := cs.lost(); lost != "" {
+		// A keepalive answered vouches for every lock of the session (the
+		// client counts them held until then + ttl): one lost (its cluster
+		// session expired on a sharded deployment, a break, a forced move)
+		// ends the session.
+		srv.endSession(cs.id)
+		srv.writeError(w, errorf(codeSessionExpired, "the session lost %s: it is closed", lost))
+		return
+	}
 	cs.mu.Lock()
 	closed := cs.closed
 	if !closed {
@@ -166,6 +178,21 @@ func (srv *Server) keepAlive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": cs.ttl.String()})
+}
+
+// lost names the locks of cs whose grant ended (the token and the cause),
+// "" when none did.
+func (cs *clientSession) lost() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []string
+	for tok, sl := range cs.locks {
+		if sl.l.Context().Err() != nil {
+			out = append(out, fmt.Sprintf("the lock of %q with token %s (%v)", sl.name, tok, context.Cause(sl.l.Context())))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 func (srv *Server) closeSession(w http.ResponseWriter, r *http.Request) {
