@@ -194,9 +194,14 @@ func (mv *mover) begin(ctx context.Context) error {
 			return err
 		}
 		rec, _ := json.Marshal(moveRecord{From: mv.from, To: mv.to, At: time.Now().UnixMilli(), Owner: mv.o.Owner})
+		// Both clusters still recorded: a RemoveCluster meanwhile refuses
+		// the move rather than strand the slot on a cluster nobody knows.
 		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
-			clientv3.Compare(clientv3.CreateRevision(moveKey(mv.slot)), "=", 0)).
-			Then(clientv3.OpPut(moveKey(mv.slot), string(rec))).Commit()
+			clientv3.Compare(clientv3.CreateRevision(moveKey(mv.slot)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(clusterKey(mv.from)), ">", 0),
+			clientv3.Compare(clientv3.CreateRevision(clusterKey(mv.to)), ">", 0)).
+			Then(clientv3.OpPut(moveKey(mv.slot), string(rec))).
+			Else(clientv3.OpGet(clusterKey(mv.from), clientv3.WithCountOnly()), clientv3.OpGet(clusterKey(mv.to), clientv3.WithCountOnly())).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
 		}
@@ -204,6 +209,11 @@ func (mv *mover) begin(ctx context.Context) error {
 			mv.epoch, mv.rec = tr.Header.Revision, tr.Header.Revision
 			mv.report("started", 0, 0)
 			return nil
+		}
+		for i, id := range []string{mv.from, mv.to} {
+			if tr.Responses[i].GetResponseRange().Count == 0 {
+				return fmt.Errorf("%w: cluster %q was removed", ErrInvalidArgument, id)
+			}
 		}
 		// The map changed or another move began meanwhile: look again.
 	}
