@@ -168,9 +168,18 @@ func (mv *mover) drain(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := mv.src.Watch(wctx, keyRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	// The frozen stamp too: an abort (or any later writer) ends the drain.
+	sch := mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRev(mv.frozen.mod+1))
 	for len(keys) > 0 {
 		mv.report("draining", len(keys), countNames(keys))
 		select {
+		case resp, ok := <-sch:
+			if len(resp.Events) > 0 {
+				return mv.stampMoved(ctx)
+			}
+			if !ok || resp.Err() != nil {
+				return mv.drainAgain(ctx, resp.Err())
+			}
 		case resp, ok := <-wch:
 			if !ok || resp.Err() != nil {
 				return mv.drainAgain(ctx, resp.Err())
