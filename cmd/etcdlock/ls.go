@@ -71,6 +71,9 @@ func (a *app) ls(prefix, output string) error {
 			return err
 		}
 		var states []etcdlock.LockState
+		if !sharded {
+			a.warnMember(ctx, cli)
+		}
 		if sharded { // every member cluster's names
 			defer r.Close()
 			states, err = a.listClusters(ctx, r, prefix)

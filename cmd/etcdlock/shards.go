@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/etcdlock/etcdlock"
@@ -72,6 +73,15 @@ func (a *app) refuseMember(ctx context.Context, cli *clientv3.Client, what strin
 		return nil
 	}
 	return exitf(exitUsage, "the cluster at --endpoints is part of a sharded deployment but is not its root (it holds etcdlock-shards/ keys and no slot map): %s would take names on it alone, while the map may give them to another cluster; give the root cluster's endpoints, and %s routes each name to its cluster (etcdlock status NAME says where a name lives)", what, what)
+}
+
+// warnMember says on stderr when cli's cluster is a member of a sharded
+// deployment but not its root: a read there (status, ls) sees only the
+// names that cluster holds, not where the map puts a name.
+func (a *app) warnMember(ctx context.Context, cli *clientv3.Client) {
+	if err := a.refuseMember(ctx, cli, "this read"); err != nil {
+		fmt.Fprintf(a.stderr, "etcdlock: warning: the cluster at --endpoints is part of a sharded deployment but is not its root: this read sees only the names it holds now; give the root cluster's endpoints to read every cluster\n")
+	}
 }
 
 // mustShards is openShards for the commands that need a deployment.

@@ -80,6 +80,11 @@ func (a *app) routedStatus(ctx context.Context, root *clientv3.Client, name stri
 		if err != nil {
 			return statusJSON{}, err
 		}
+		// At a member, "free" may only mean that the map puts the name
+		// elsewhere: refused, as run is.
+		if err := a.refuseMember(ctx, root, "status"); err != nil {
+			return statusJSON{}, err
+		}
 		return statusOf(ctx, root, name)
 	}
 	defer r.Close()
