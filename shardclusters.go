@@ -82,10 +82,10 @@ func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error 
 // SetClusterEndpoints replaces the endpoints the root records for member
 // cluster id, keeping the rest of its record (its generation). It does not
 // contact the cluster (see CheckEndpoints). A Shards that sees the change
-// closes the client it had dialed to the old endpoints and dials the new
-// ones on next use: the sessions on the old client end (their grants are
-// lost, as in an outage of that cluster), and the next acquisition there
-// opens a new one.
+// moves the client it had dialed to the new endpoints: when they are the
+// same cluster's, its sessions there live on; when they are another
+// cluster's (a mistake), those sessions find no lease there and are lost,
+// as in an outage.
 //
 //   - nil: the record holds endpoints.
 //   - ErrInvalidArgument: a bad or unknown id, a nil root, no endpoints, or

@@ -22,10 +22,11 @@ import (
 // cluster that owns its slot. The map changes only by MoveSlot, never
 // because a cluster is down: a cluster that is down makes its names
 // unavailable, as a lost quorum does with one cluster. When the root's
-// record of a cluster changes its endpoints (SetClusterEndpoints) or goes
-// (RemoveCluster), the watch closes the client dialed to the old ones: the
-// sessions on it end, and the next use dials the new ones. A Shards is safe
-// for concurrent use.
+// record of a cluster changes its endpoints (SetClusterEndpoints), the
+// watch moves the client dialed to the old ones to the new ones (its
+// sessions live on when they are the same cluster's); when the record goes
+// (RemoveCluster), it closes the client and the sessions on it end. A
+// Shards is safe for concurrent use.
 type Shards struct {
 	// Set by NewShards, then read-only.
 	root *clientv3.Client
@@ -159,14 +160,15 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	for _, cli := range stale {
-		_ = cli.Close() // its sessions end; Client dials the new endpoints
+		_ = cli.Close() // its cluster was removed: its sessions end
 	}
 	return resp.Header.Revision, nil
 }
 
-// dropStale removes from r.clients the client of each cluster whose record
-// is gone (RemoveCluster) or names other endpoints than it was dialed with
-// (SetClusterEndpoints), and returns them, for the caller to close outside
+// dropStale moves the client of each cluster whose record names other
+// endpoints than it was dialed with (SetClusterEndpoints) to the new ones,
+// and removes from r.clients the client of each cluster whose record is
+// gone (RemoveCluster), returning those for the caller to close outside
 // r.mu. (A client of a record this read does not show yet, dialed by Client
 // from the root's record, stays.) r.mu is held.
 func (r *Shards) dropStale(clusters map[string]Cluster) []*clientv3.Client {
@@ -174,7 +176,13 @@ func (r *Shards) dropStale(clusters map[string]Cluster) []*clientv3.Client {
 	for id, cli := range r.clients {
 		c, ok := clusters[id]
 		_, known := r.clusters[id]
-		if ok && !slices.Equal(c.Endpoints, r.dialed[id]) || !ok && known {
+		switch {
+		case ok && !slices.Equal(c.Endpoints, r.dialed[id]):
+			// The same client, on the new endpoints: its sessions live on
+			// if the cluster is the same one (its leases are there).
+			cli.SetEndpoints(c.Endpoints...)
+			r.dialed[id] = c.Endpoints
+		case !ok && known:
 			stale = append(stale, cli)
 			delete(r.clients, id)
 			delete(r.dialed, id)

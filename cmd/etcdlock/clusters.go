@@ -186,19 +186,27 @@ set up); the command then only warns.`,
 }
 
 func (a *app) clustersSetEndpointsCmd() *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "set-endpoints ID ENDPOINT[,ENDPOINT...]...",
 		Short: "Change the endpoints the root records for a member cluster",
 		Long: `Replace the endpoints the root records for cluster ID (its generation and
-slots stay). Every client of the deployment follows the record: it closes its
-connection to the old endpoints and dials the new ones on next use, so the
-sessions it had on that cluster end (their grants are lost, as in an outage of
-that cluster) and the next acquisition there opens a new one. The endpoints
-are not checked: give endpoints of the same cluster.`,
+slots stay). Every client of the deployment follows the record: it moves its
+connection to the new endpoints, and its sessions on that cluster live on
+when they are the same cluster's. The endpoints must answer first (with this
+command's TLS and credentials, within 5 s); --force records endpoints that do
+not answer. Give endpoints of the same cluster: another cluster holds none of
+its sessions' leases, so their grants would be lost as in an outage.`,
 		Args: endpointArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, eps := args[0], splitEndpoints(args[1:])
 			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+				if err := etcdlock.CheckEndpoints(ctx, eps, a.dialMember); err != nil {
+					if !force {
+						return exitf(exitUsage, "%s (--force records them anyway)", plainErr(err))
+					}
+					a.logf("warning: %s; recording them anyway (--force)", plainErr(err))
+				}
 				if err := etcdlock.SetClusterEndpoints(ctx, cli, id, eps); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
@@ -207,6 +215,8 @@ are not checked: give endpoints of the same cluster.`,
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "record the endpoints even if they do not answer")
+	return cmd
 }
 
 func (a *app) clustersRemoveCmd() *cobra.Command {
