@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -111,21 +112,25 @@ func (a *app) move(slot int, to string, o etcdlock.MoveOptions) error {
 		return err
 	}
 	defer r.Close()
-	last := ""
+	last, recorded := "", false
 	o.Progress = func(p etcdlock.MoveProgress) {
+		recorded = true // every phase reported comes after the record
 		line := progressLine(p)
 		if line != last {
 			fmt.Fprintln(a.stdout, line)
 			last = line
 		}
 	}
-	if err := r.MoveSlot(ctx, slot, to, o); err != nil {
-		if ctx.Err() != nil {
-			return exitf(exitUsage, "%s (interrupted: the slot stays frozen; finish with --resume, or give up with --abort)", libErr(err))
-		}
-		return exitf(exitUsage, "%s", libErr(err))
+	err = r.MoveSlot(ctx, slot, to, o)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return exitf(exitUsage, "%s (interrupted: the slot stays frozen; finish with --resume, or give up with --abort)", libErr(err))
+	case recorded && !errors.Is(err, etcdlock.ErrMoveAborted):
+		return exitf(exitUsage, "%s (the move stays recorded and the slot frozen: finish it with --resume, or give it up with --abort)", libErr(err))
 	}
-	return nil
+	return exitf(exitUsage, "%s", libErr(err))
 }
 
 // progressLine is one line of move's output.
