@@ -242,7 +242,8 @@ const contactTimeout = 5 * time.Second
 // or freezes anything.
 func (mv *mover) contact(ctx context.Context) error {
 	var err error
-	for _, c := range []struct {
+	var ids [2]uint64
+	for i, c := range []struct {
 		id  string
 		cli **clientv3.Client
 	}{{mv.from, &mv.src}, {mv.to, &mv.dst}} {
@@ -250,7 +251,7 @@ func (mv *mover) contact(ctx context.Context) error {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, contactTimeout)
-		_, err = (*c.cli).Get(rctx, generationKey, clientv3.WithCountOnly())
+		resp, err := (*c.cli).Get(rctx, generationKey, clientv3.WithCountOnly())
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -258,6 +259,11 @@ func (mv *mover) contact(ctx context.Context) error {
 			}
 			return fmt.Errorf("%w: cluster %s does not answer: %v", ErrUnavailable, c.id, err)
 		}
+		ids[i] = resp.Header.ClusterId
+	}
+	if ids[0] == ids[1] {
+		return fmt.Errorf("%w: clusters %s and %s are one etcd cluster (etcd cluster id %x): a slot cannot move between them",
+			ErrInvalidArgument, mv.from, mv.to, ids[0])
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,9 @@ func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
 
 // TestMoveToADeadClusterRecordsNothing: a move to a cluster whose
 // endpoints do not answer fails with ErrUnavailable before it records or
-// freezes anything; the name stays free to take at once.
+// freezes anything; so does a move to the source's own etcd cluster
+// recorded under another id (ErrInvalidArgument); the name stays free to
+// take at once.
 func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 	d := startDeployment(t, 1)
 	ctx := testCtx(t, time.Minute)
@@ -67,9 +70,20 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 	if st := d.stamp(t, "c0", name); st.State != "active" {
 		t.Fatalf("the source's stamp: %+v", st)
 	}
+	// An alias: the same etcd cluster recorded under another id.
+	if err := etcdlock.AddCluster(ctx, d.root, "alias", d.clusters[0].Endpoints()); err != nil {
+		t.Fatal(err)
+	}
+	err = d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "alias", etcdlock.MoveOptions{})
+	if !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "one etcd cluster") {
+		t.Fatalf("a move to an alias of the source: %v, want ErrInvalidArgument", err)
+	}
+	if resp, err := d.root.Get(ctx, "etcdlock-shards/moves/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("move records after the refused moves: %v, %v", resp, err)
+	}
 	l, err := etcdlock.NewMutex(session(t, d.newShards(t)), name).TryLock(ctx)
 	if err != nil {
-		t.Fatalf("TryLock after the refused move: %v", err)
+		t.Fatalf("TryLock after the refused moves: %v", err)
 	}
 	_ = l.Unlock(ctx)
 }
