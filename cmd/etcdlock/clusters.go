@@ -140,6 +140,9 @@ equal runs, and write the slot map. It refuses a root that holds a map already.`
 				if !ok || id == "" || eps == "" {
 					return usagef(cmd, "%q: want ID=ENDPOINT[,ENDPOINT...]", arg)
 				}
+				if _, dup := clusters[id]; dup {
+					return usagef(cmd, "cluster id %q is given twice", id)
+				}
 				clusters[id] = strings.Split(eps, ",")
 			}
 			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {

@@ -26,3 +26,12 @@ func TestReadsAtAMember(t *testing.T) {
 	p.signal(2)
 	p.wait()
 }
+
+// TestClustersInitRefusesATwiceGivenID: clusters init x=P x=Q is a usage
+// error, with nothing written (it would silently keep one of them).
+func TestClustersInitRefusesATwiceGivenID(t *testing.T) {
+	code, _, stderr := runIn(t, "--endpoints", "127.0.0.1:1", "clusters", "init", "x=127.0.0.1:1", "x=127.0.0.1:2")
+	if code != exitUsage || !strings.Contains(stderr, "given twice") {
+		t.Fatalf("clusters init with a twice-given id: exit %d, %q", code, stderr)
+	}
+}
