@@ -32,8 +32,14 @@ func (a *app) requeue(ctx context.Context, h *held, o *holdOpts) error {
 		s, err := a.openSession(ctx, h.cli, h.r, o)
 		if err == nil {
 			h.s = s
-			a.logf("etcd was unreachable for about %v while waiting, longer than the session's TTL (%v), so its lease expired: waiting again, with a new session, at the end of the queue",
-				back.Sub(lastHeard).Round(100*time.Millisecond), o.ttl)
+			if out := back.Sub(lastHeard); h.r == nil && out > 0 {
+				a.logf("etcd was unreachable for about %v while waiting, longer than the session's TTL (%v), so its lease expired: waiting again, with a new session, at the end of the queue",
+					out.Round(100*time.Millisecond), o.ttl)
+			} else {
+				// A sharded session's own clock says nothing of the
+				// cluster whose session was lost.
+				a.logf("the session's lease on the name's cluster expired while waiting (etcd was unreachable longer than the session's TTL, %v): waiting again, with a new session, at the end of the queue", o.ttl)
+			}
 			return nil
 		}
 		select {
