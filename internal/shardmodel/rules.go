@@ -157,6 +157,6 @@ func Switches() []Switch {
 		{"RaiseStampsRootEpoch", "shardadmin.go Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseStampsRootEpoch }},
 		{"RaiseRefusesDuringMove", "shardadmin.go Shards.movesAllowRaise", func(r *Rules) *bool { return &r.RaiseRefusesDuringMove }},
 		{"RaiseUnfreezesOwner", "shardadmin.go ownership.restamp, Shards.raiseGeneration", func(r *Rules) *bool { return &r.RaiseUnfreezesOwner }},
-		{"RaiseCAS", "shardadmin.go Shards.raiseGeneration (swapStamp)", func(r *Rules) *bool { return &r.RaiseCAS }},
+		{"RaiseCAS", "shardadmin.go ownership.restampAll (stepStampFrom)", func(r *Rules) *bool { return &r.RaiseCAS }},
 	}
 }
