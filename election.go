@@ -93,7 +93,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if q.s, _, err = e.s.routeRead(ctx, e.name); err != nil {
 		return LeaderInfo{}, q.errorf(err)
 	}
-	lr, err := q.leader(ctx, 0)
+	lr, err := q.leader(ctx, q.s.cli, 0)
 	switch {
 	case err != nil:
 		return LeaderInfo{}, q.errorf(ctxErr(ctx, err))
@@ -116,9 +116,10 @@ type leaderRead struct {
 	settled bool
 }
 
-// leader reads the first candidate of q at rev (0: now, linearizable), and
-// on a sharded session's cluster the slot's stamp at the same revision.
-func (q queue) leader(ctx context.Context, rev int64) (leaderRead, error) {
+// leader reads, over kv, the first candidate of q at rev (0: now,
+// linearizable), and on a sharded session's cluster the slot's stamp at the
+// same revision.
+func (q queue) leader(ctx context.Context, kv clientv3.KV, rev int64) (leaderRead, error) {
 	var at []clientv3.OpOption
 	if rev > 0 {
 		at = append(at, clientv3.WithRev(rev))
@@ -128,14 +129,14 @@ func (q queue) leader(ctx context.Context, rev int64) (leaderRead, error) {
 	var kvs []*mvccpb.KeyValue
 	if c := q.s.shard; c != nil {
 		slot := SlotOf(q.name)
-		resp, err := q.s.cli.Txn(ctx).Then(first, clientv3.OpGet(stampKey(slot), at...)).Commit()
+		resp, err := kv.Txn(ctx).Then(first, clientv3.OpGet(stampKey(slot), at...)).Commit()
 		if err != nil {
 			return leaderRead{}, err
 		}
 		kvs, lr.rev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
 		lr.settled = c.settled(slot, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
 	} else {
-		resp, err := q.s.cli.Do(ctx, first)
+		resp, err := kv.Do(ctx, first)
 		if err != nil {
 			return leaderRead{}, err
 		}

@@ -110,7 +110,7 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 			}
 		}()
 	}
-	lr, err := q.leader(ctx, 0)
+	lr, err := q.observedLeader(ctx, 0)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 			case cur.Key == "" && ev.Type == mvccpb.PUT,
 				key == cur.Key && ev.Type == mvccpb.DELETE:
 				// A first candidate, or the leader left: read who leads now.
-				lr, err := q.leader(wctx, ev.Kv.ModRevision)
+				lr, err := q.observedLeader(wctx, ev.Kv.ModRevision)
 				if err != nil {
 					return err
 				}
@@ -172,6 +172,17 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 			}
 		}
 	}
+}
+
+// observedLeader is leader for Observe: one attempt over the keeper's
+// connection (keyBook.attempt), bounded by attemptTimeout; Observe retries.
+// On the balanced connection a read may be sent down a path that
+// black-holed (its connection stays READY), where it waits, unanswered, for
+// as long as the path lasts; the keeper leaves such a path within seconds.
+func (q queue) observedLeader(ctx context.Context, rev int64) (leaderRead, error) {
+	actx, kv, done := q.s.book.attempt(ctx, false)
+	defer done()
+	return q.leader(actx, kv, rev)
 }
 
 // errWatchMoved ends a watch that must move to the keeper's next connection.
