@@ -167,36 +167,56 @@ func (mv *mover) drain(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := mv.src.Watch(wctx, keyRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	// The frozen stamp too: an abort (or any later writer) ends the drain.
-	sch := mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRev(mv.frozen.mod+1))
+	dw := drainWatch{
+		keys: mv.src.Watch(wctx, keyRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut()),
+		// The frozen stamp too: an abort (or any later writer) ends the drain.
+		stamp: mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRev(mv.frozen.mod+1)),
+		force: force,
+	}
 	for len(keys) > 0 {
 		mv.report("draining", len(keys), countNames(keys))
-		select {
-		case resp, ok := <-sch:
-			if len(resp.Events) > 0 {
-				return mv.stampMoved(ctx)
-			}
-			if !ok || resp.Err() != nil {
-				return mv.drainAgain(ctx, resp.Err())
-			}
-		case resp, ok := <-wch:
-			if !ok || resp.Err() != nil {
-				return mv.drainAgain(ctx, resp.Err())
-			}
-			for _, ev := range resp.Events {
-				delete(keys, string(ev.Kv.Key))
-			}
-		case <-force:
-			if err := mv.force(ctx, keys); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctxErr(ctx, ctx.Err())
+		if again, werr, err := mv.drainStep(ctx, dw, keys); again {
+			return mv.drainAgain(ctx, werr)
+		} else if err != nil {
+			return err
 		}
 	}
 	mv.report("drained", 0, 0)
 	return nil
+}
+
+// drainWatch is what a drain waits on.
+type drainWatch struct {
+	keys, stamp clientv3.WatchChan
+	force       <-chan time.Time
+}
+
+// drainStep waits for the next thing that changes the drain: deletions of
+// keys (taken out of keys), a write of the frozen stamp (the move ended),
+// ForceAfter (what is left is broken), a failed watch (again: the drain
+// starts again, werr says why), or ctx's end.
+func (mv *mover) drainStep(ctx context.Context, dw drainWatch, keys map[string]*mvccpb.KeyValue) (again bool, werr, err error) {
+	select {
+	case resp, ok := <-dw.stamp:
+		if len(resp.Events) > 0 {
+			return false, nil, mv.stampMoved(ctx)
+		}
+		if !ok || resp.Err() != nil {
+			return true, resp.Err(), nil
+		}
+	case resp, ok := <-dw.keys:
+		if !ok || resp.Err() != nil {
+			return true, resp.Err(), nil
+		}
+		for _, ev := range resp.Events {
+			delete(keys, string(ev.Kv.Key))
+		}
+	case <-dw.force:
+		return false, nil, mv.force(ctx, keys)
+	case <-ctx.Done():
+		return false, nil, ctxErr(ctx, ctx.Err())
+	}
+	return false, nil, nil
 }
 
 // drainAgain restarts the drain after its watch failed (a compaction, a
