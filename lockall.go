@@ -180,9 +180,9 @@ func confirmAll(ctx context.Context, ws []*waiter) error {
 		cmps[i] = clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)
 		reads[i] = clientv3.OpGet(w.key, clientv3.WithKeysOnly())
 	}
-	resp, err := ws[0].q.s.cli.Txn(ctx).If(cmps...).Else(reads...).Commit()
+	resp, err := confirmRead(ctx, ws[0].q.s, cmps, reads)
 	if err != nil {
-		return ctxErr(ctx, err)
+		return err
 	}
 	for i, r := range resp.Responses {
 		if kvs := r.GetResponseRange().Kvs; !resp.Succeeded && (len(kvs) == 0 || kvs[0].CreateRevision != ws[i].rev) {
@@ -190,6 +190,28 @@ func confirmAll(ctx context.Context, ws []*waiter) error {
 		}
 	}
 	return nil
+}
+
+// confirmRead sends confirmAll's Txn (it writes nothing) over the
+// session's paths (the keeper's connection first, the balanced one on a
+// retry), again after each failure, until it is answered, refused, or ctx
+// or the session ends.
+func confirmRead(ctx context.Context, s *Session, cmps []clientv3.Cmp, reads []clientv3.Op) (*clientv3.TxnResponse, error) {
+	b := newBackoff(requestFloor, requestCeil)
+	for retry := false; ; retry = true {
+		actx, kv, done := s.book.attempt(ctx, retry)
+		resp, err := kv.Txn(actx).If(cmps...).Else(reads...).Commit()
+		done()
+		if err == nil {
+			return resp, nil
+		}
+		if classify(err) == refused {
+			return nil, err
+		}
+		if err := s.retryUnknown(ctx, b, err, "the set's keys", func() {}); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // allError wraps err of LockAll, unless it names its lock already.
