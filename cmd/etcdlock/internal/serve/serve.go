@@ -139,7 +139,9 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	srv.stopAll(errStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if serr := hs.Shutdown(sctx); err == nil {
+	// Shutdown closes the listeners too: one closed above and still in
+	// use by its Serve answers net.ErrClosed, which says nothing.
+	if serr := hs.Shutdown(sctx); err == nil && !errors.Is(serr, net.ErrClosed) {
 		err = serr
 	}
 	for ; pending > 0; pending-- {
