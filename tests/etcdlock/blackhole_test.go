@@ -39,7 +39,7 @@ const (
 	// watch and the hand-off on a busy machine.
 	blackHoleBound = 9 * time.Second
 	// blackHoleRoundsCI is the rounds of each test by default.
-	blackHoleRoundsCI = 2
+	blackHoleRoundsCI = 1
 	// setupBound bounds what a round waits for that the bound does not
 	// cover: an enqueue retried past the cut path, the keeper back on the
 	// leader after a restore.

@@ -14,8 +14,9 @@ import (
 // waiter must wait for the move and be granted on the target (never fail
 // with ErrLockLost).
 func TestAttackForceWaitersOfEveryKind(t *testing.T) {
+	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, k := range forcedKinds() {
-		t.Run(k.name, func(t *testing.T) { checkForcedWaiter(t, k) })
+		t.Run(k.name, func(t *testing.T) { checkForcedWaiter(t, d, k) })
 	}
 }
 
@@ -77,8 +78,7 @@ func forcedKinds() []forcedKind {
 
 // checkForcedWaiter holds the name with k, queues k's waiter behind, moves
 // the slot with ForceAfter, and checks the waiter is granted on the target.
-func checkForcedWaiter(t *testing.T, k forcedKind) {
-	d := startDeployment(t, 1, 1)
+func checkForcedWaiter(t *testing.T, d *deployment, k forcedKind) {
 	ctx := testCtx(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")

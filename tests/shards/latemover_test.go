@@ -106,12 +106,12 @@ func lockUnlock(t *testing.T, s *etcdlock.Session, name string) etcdlock.Token {
 // would grant the slot). It writes nothing: (a) returns nil, the move is
 // done; (b) returns ErrMoveAborted.
 func TestLateMoverWritesNothing(t *testing.T) {
+	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, tc := range []struct {
 		name     string
 		moveBack bool
 	}{{"wakes after the resume", false}, {"wakes after a move back", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startDeployment(t, 1, 1)
 			ctx := testCtx(t, 2*time.Minute)
 			s := session(t, d.newShards(t))
 			name := d.nameOn(t, "c0")
