@@ -55,6 +55,7 @@ func checkHeldUnder5(t *testing.T, name string) {
 }
 
 func TestBreakOlderThanCountsHeldTime(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	cli := newClient(t)
 	name := uniqueName(t)
 	_, first := hold(t, cli, name, "first/1")

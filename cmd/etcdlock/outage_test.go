@@ -16,6 +16,7 @@ import (
 // running through a 5 s outage of the path to etcd (every byte dropped),
 // and run exits with its status once the path is back.
 func TestRunRidesOutOutage(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	link, err := cluster.NewLink()
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ echo finished`
 // opens a new session once etcd answers, queues again, says for how long
 // etcd was unreachable, and runs the command when the holder releases.
 func TestRunRequeuesAfterOutage(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	cli := newClient(t)
 	link, err := cluster.NewLink()
 	if err != nil {

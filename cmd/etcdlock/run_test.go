@@ -322,6 +322,7 @@ func TestRunLeaseRevoked(t *testing.T) {
 // the command gets SIGTERM at ValidUntil - grace and SIGKILL at ValidUntil,
 // and run exits 125.
 func TestRunCannotRenew(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	link, err := cluster.NewLink()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // fail once the lock is gone: a client counts its locks held until its
 // last answered keepalive + ttl.
 func TestAttackServeSessionCut(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	d, link := linkedDeployment(t)
 	srv := startServer(t, d.cs[0].Endpoints())
 	name := d.nameOn(t, "b")

@@ -127,6 +127,7 @@ func keysOf(t *testing.T, name string) []string {
 // TestServeHoldsThroughMemberLoss: the etcd leader is killed while HTTP
 // clients hold: after the election the holds are still granted and alive.
 func TestServeHoldsThroughMemberLoss(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	c := embedtest.Start(t)
 	srv := startServer(t, c.Endpoints())
 	names := []string{uniqueName(t), uniqueName(t)}

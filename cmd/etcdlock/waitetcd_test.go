@@ -17,6 +17,7 @@ import (
 // and to come back, saying on stderr what it waits for, then runs its
 // command; without --wait it fails at once.
 func TestRunWaitsForEtcd(t *testing.T) {
+	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	c := embedtest.Start(t, embedtest.WithMembers(3))
 	eps := strings.Join(c.Endpoints(), ",")
 	ms := c.Members()

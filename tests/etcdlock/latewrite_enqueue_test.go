@@ -40,6 +40,7 @@ var lockAllPair = recipe{"lock", func(ctx context.Context, s *etcdlock.Session, 
 }}
 
 func testLateEnqueue(t *testing.T, r recipe) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)

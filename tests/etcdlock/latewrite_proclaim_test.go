@@ -20,6 +20,7 @@ import (
 // did), neither for Leader and a direct read nor for an Observe stream,
 // which must never report "v1" after "v2".
 func TestLateProclaimCannotOverwrite(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)

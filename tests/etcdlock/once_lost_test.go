@@ -122,6 +122,7 @@ func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
 // guarded write, or (after an earlier Proclaim timed out) for the read of
 // its key that must come first.
 func TestProclaimEndsWithTerm(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	for _, afterTimeout := range []bool{false, true} {
 		t.Run(fmt.Sprintf("after a timeout %v", afterTimeout), func(t *testing.T) {

@@ -26,6 +26,7 @@ func TestLateDeleteCannotFreeAReusedName(t *testing.T) { testLateDelete(t, mutex
 func TestLateDeleteCannotMakeTwoLeaders(t *testing.T) { testLateDelete(t, campaign) }
 
 func testLateDelete(t *testing.T, r recipe) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	fs := followersOf(c, leader)

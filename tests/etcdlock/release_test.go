@@ -17,6 +17,7 @@ import (
 // their delete cannot reach etcd (a cut link), with ErrNotHeld and the
 // session's error, instead of retrying forever.
 func TestReleaseEndsWithSession(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	waitLeader(t, c)
 	for _, tc := range []struct {

@@ -38,6 +38,7 @@ func TestRandomStateMachine(t *testing.T) {
 			opts []etcdlock.SessionOption
 		}{{"batching", nil}, {"unbatched", []etcdlock.SessionOption{etcdlock.WithoutBatching()}}} {
 			t.Run(kind+"/"+mode.name, func(t *testing.T) {
+				t.Parallel() // its own sessions, link and name; most of a step is waiting for etcd
 				runStateMachine(t, kind, rand.New(rand.NewPCG(seed, 7)), 200, mode.opts...)
 			})
 		}

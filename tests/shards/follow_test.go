@@ -15,6 +15,7 @@ import (
 // revision, is refused; the process must read the map afresh and follow
 // it on, not re-open the same refused watch for ever.
 func TestFollowAfterCompaction(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	flaky, link, err := d.clusters[0].FlakyClient()

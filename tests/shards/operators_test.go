@@ -54,6 +54,7 @@ func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
 // recorded under another id (ErrInvalidArgument); the name stays free to
 // take at once.
 func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1)
 	ctx := testCtx(t, time.Minute)
 	if err := etcdlock.AddCluster(ctx, d.root, "gone", []string{"127.0.0.1:1"}); err != nil {

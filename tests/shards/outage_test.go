@@ -13,6 +13,7 @@ import (
 // their grants lost (ErrSessionExpired); the same sharded session's grant
 // on the other cluster stays, and names there keep granting.
 func TestOutageIsolation(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 3)
 	ctx := testCtx(t, 2*time.Minute)
 	r := d.newShards(t)
