@@ -82,6 +82,7 @@ func grantOrder(t *testing.T, watcher *clientv3.Client, name string, sessions []
 }
 
 func TestIsolatedMemberKeepsWaitersInOrder(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	bothModes(t, testIsolatedMemberKeepsWaitersInOrder)
 }
 
@@ -192,6 +193,7 @@ func testCutClientLosesSession(t *testing.T, opts ...etcdlock.SessionOption) {
 }
 
 func TestLeaderKilledWhileWaiting(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	bothModes(t, testLeaderKilledWhileWaiting)
 }
 
@@ -245,6 +247,7 @@ func keepalives(c *embedtest.Cluster) map[*embedtest.Member]int64 {
 }
 
 func TestKeepalivesFollowTheLeader(t *testing.T) {
+	t.Parallel() // touches only its own cluster and names; mostly waits
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
 	// The client's logger gets the warnings of the client's own failed
