@@ -82,11 +82,11 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 	if err != nil {
 		return Placement{}, nil, err
 	}
-	resp, err := cli.Get(ctx, stampKey(p.Slot))
+	st, err := readStamp(ctx, cli, p.Slot)
 	if err != nil {
-		return Placement{}, nil, newError("describe", name, ctxErr(ctx, err))
+		return Placement{}, nil, newError("describe", name, err)
 	}
-	r.settle(&p, decodeStamp(resp.Kvs))
+	r.settle(&p, st)
 	return p, cli, nil
 }
 

@@ -278,11 +278,10 @@ func (q queue) forcedAway(ctx context.Context, err error) bool {
 	if q.s.shard == nil || !errors.Is(err, ErrLockLost) || ctx.Err() != nil {
 		return false
 	}
-	resp, rerr := q.s.cli.Get(ctx, stampKey(SlotOf(q.name)))
+	st, rerr := readStamp(ctx, q.s.cli, SlotOf(q.name))
 	if rerr != nil {
 		return false
 	}
-	st := decodeStamp(resp.Kvs)
 	q.s.shard.learn(SlotOf(q.name), st)
 	return !st.active()
 }
