@@ -41,7 +41,9 @@ is a sharded one: each name is taken on the cluster its slot is on, and
 not the root is refused.
 
 It listens on localhost unless told otherwise; --socket serves a unix
-socket instead (mode 0600: its owner is the access control), and
+socket instead (created with mode 0600: its owner is the access
+control; a path that is not a socket, or that a running process answers
+on, is refused, and only a stale socket is replaced), and
 --auth-token-file requires "Authorization: Bearer <token>" on every
 request. On SIGTERM or SIGINT it stops accepting, releases every grant it
 holds and exits; if it is killed, its grants free within their TTL.`
@@ -117,13 +119,8 @@ func (a *app) serve(listen, socket, token string) error {
 func serveListeners(listen, socket string) ([]net.Listener, error) {
 	var lns []net.Listener
 	if socket != "" {
-		_ = os.Remove(socket) // a stale socket of an earlier run
-		ln, err := net.Listen("unix", socket)
+		ln, err := listenSocket(socket)
 		if err != nil {
-			return nil, exitf(exitUsage, "--socket: %v", err)
-		}
-		if err := os.Chmod(socket, 0o600); err != nil {
-			ln.Close()
 			return nil, exitf(exitUsage, "--socket: %v", err)
 		}
 		lns = append(lns, ln)

@@ -32,7 +32,12 @@ type server struct {
 // flags (the shared cluster's when nil) and waits until it answers.
 func startServer(t *testing.T, endpoints []string, args ...string) *server {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "etcdlock.sock")
+	return startServerAt(t, filepath.Join(t.TempDir(), "etcdlock.sock"), endpoints, args...)
+}
+
+// startServerAt is startServer on the unix socket sock.
+func startServerAt(t *testing.T, sock string, endpoints []string, args ...string) *server {
+	t.Helper()
 	flags := endpointFlags()
 	if endpoints != nil {
 		flags = []string{"--endpoints", strings.Join(endpoints, ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
