@@ -33,7 +33,9 @@ token sequence.
 kind is "mutex" (default), "semaphore" (with "n"), "read" or "write".
 Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
-session_expired, unavailable and permission_denied.
+session_expired, not_found, method_not_allowed, unavailable and
+permission_denied. Keys are exact: a key given twice, or in another case
+than documented, is invalid_argument.
 
 At the root of a sharded deployment (see 'etcdlock clusters') every session
 is a sharded one: each name is taken on the cluster its slot is on, and

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"syscall"
 	"testing"
@@ -86,6 +87,11 @@ func TestServeBadInput(t *testing.T) {
 		{"wrong token", "POST", "/v1/sessions/" + id + "/unlock", map[string]any{"name": name, "token": "42"}, 409, "not_held"},
 		{"bad token", "POST", "/v1/sessions/" + id + "/unlock", map[string]any{"name": name, "token": "x"}, 400, "invalid_argument"},
 		{"state without name", "GET", "/v1/state", nil, 400, "invalid_name"},
+		{"key twice", "POST", "/v1/hold", json.RawMessage(`{"name":"` + name + `","name":"` + name + `/b"}`), 400, "invalid_argument"},
+		{"key in another case", "POST", "/v1/hold", json.RawMessage(`{"name":"` + name + `","NAME":"` + name + `/b"}`), 400, "invalid_argument"},
+		{"key only in another case", "POST", "/v1/hold", json.RawMessage(`{"Name":"` + name + `"}`), 400, "invalid_argument"},
+		{"no such endpoint", "GET", "/v1/nothing", nil, 404, "not_found"},
+		{"wrong method", "GET", "/v1/hold", nil, 405, "method_not_allowed"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			code, out := srv.do(t, tc.method, tc.path, tc.body)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -30,6 +29,8 @@ const (
 	codeSessionExpired   = "session_expired"
 	codeUnavailable      = "unavailable"
 	codePermissionDenied = "permission_denied"
+	codeNotFound         = "not_found"
+	codeMethod           = "method_not_allowed"
 )
 
 var statusOf = map[string]int{
@@ -42,6 +43,8 @@ var statusOf = map[string]int{
 	codeSessionExpired:   http.StatusNotFound,
 	codeUnavailable:      http.StatusServiceUnavailable,
 	codePermissionDenied: http.StatusForbidden,
+	codeNotFound:         http.StatusNotFound,
+	codeMethod:           http.StatusMethodNotAllowed,
 }
 
 // apiError is an error with its code, as the API answers it.
@@ -98,32 +101,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// maxBody caps a request body.
-const maxBody = 64 << 10
-
-// decode reads r's JSON body into v: at most maxBody bytes, no unknown
-// fields, one value.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errorf(codeInvalidArgument, "request body over %d bytes", maxBody)
-		}
-		return errorf(codeInvalidArgument, "bad JSON body: %v", err)
-	}
-	if dec.More() {
-		return errorf(codeInvalidArgument, "bad JSON body: more than one value")
-	}
-	// Read the body to its end, so that the server watches the connection
-	// from now on and a client that goes ends the request's context.
-	if _, err := io.Copy(io.Discard, r.Body); err != nil {
-		return errorf(codeInvalidArgument, "reading the body: %v", err)
-	}
-	return nil
 }
 
 // duration parses an optional duration field: zero when empty.

@@ -112,8 +112,37 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	srv.mux.ServeHTTP(w, r)
+	if h, pattern := srv.mux.Handler(r); pattern == "" {
+		srv.unrouted(w, r, h)
+		return
+	}
+	srv.mux.ServeHTTP(w, r) // it sets the route's path values
 }
+
+// unrouted answers a request no route takes, in the API's JSON error shape:
+// not_found (404), or method_not_allowed (405, with the mux's Allow
+// header). h is the mux's own answer, run only to learn which.
+func (srv *Server) unrouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		srv.writeError(w, errorf(codeMethod, "%s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	srv.writeError(w, errorf(codeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// headerProbe is a ResponseWriter that keeps the status and the headers
+// and drops the body.
+type headerProbe struct {
+	header http.Header
+	code   int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(code int)        { p.code = code }
 
 // Serve serves on every listener until ctx ends (or one fails), then stops
 // accepting, ends every stream (each releases its grant, guarded), waits
