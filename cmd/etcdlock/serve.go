@@ -33,9 +33,15 @@ token sequence.
 kind is "mutex" (default), "semaphore" (with "n"), "read" or "write".
 Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
-session_expired, not_found, method_not_allowed, unavailable and
-permission_denied. Keys are exact: a key given twice, or in another case
-than documented, is invalid_argument.
+session_expired, not_found, method_not_allowed, unavailable,
+permission_denied, cross_site and unsupported_media_type. Keys are exact:
+a key given twice, or in another case than documented, is
+invalid_argument. A body must be Content-Type: application/json.
+
+What a web page could send is refused (cross_site): an Origin header not
+given with --allow-origin, and over TCP a Host that does not name the
+server (its address, localhost on loopback, the host name otherwise, or a
+name given with --allow-host).
 
 At the root of a sharded deployment (see 'etcdlock clusters') every session
 is a sharded one: each name is taken on the cluster its slot is on, and
@@ -52,36 +58,39 @@ holds and exits; if it is killed, its grants free within their TTL.`
 
 func (a *app) serveCmd() *cobra.Command {
 	var listen, socket, tokenFile string
+	var cfg serve.Config
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--socket PATH] [--auth-token-file F]",
 		Short: "Serve the locks over HTTP/JSON for any language",
 		Long:  serveLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token := ""
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
 				if err != nil {
 					return usagef(cmd, "--auth-token-file: %v", err)
 				}
-				if token = strings.TrimSpace(string(b)); token == "" {
+				if cfg.AuthToken = strings.TrimSpace(string(b)); cfg.AuthToken == "" {
 					return usagef(cmd, "--auth-token-file %s is empty", tokenFile)
 				}
 			}
 			if socket != "" && !cmd.Flags().Changed("listen") {
 				listen = ""
 			}
-			return a.serve(listen, socket, token)
+			return a.serve(listen, socket, cfg)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "TCP address to serve on (with --socket: only if given)")
 	cmd.Flags().StringVar(&socket, "socket", "", "serve on this unix socket (created with mode 0600)")
 	cmd.Flags().StringVar(&tokenFile, "auth-token-file", "", "require this file's token as a bearer token on every request")
+	cmd.Flags().StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "accept requests with this Origin header (exactly, e.g. https://ops.example.com); others are refused")
+	cmd.Flags().StringSliceVar(&cfg.AllowHosts, "allow-host", nil, "accept this Host name over TCP besides the server's own")
 	return cmd
 }
 
-// serve runs the server until SIGTERM or SIGINT.
-func (a *app) serve(listen, socket, token string) error {
+// serve runs the server until SIGTERM or SIGINT; cfg holds what the flags
+// set (the bearer token, the origins and hosts allowed).
+func (a *app) serve(listen, socket string, cfg serve.Config) error {
 	sigs, stopSigs := notifySignals()
 	defer stopSigs()
 	cli, err := a.connect(context.Background())
@@ -99,8 +108,8 @@ func (a *app) serve(listen, socket, token string) error {
 		state = func(ctx context.Context, name string) (any, error) { return shardedStatus(ctx, r, name) }
 		a.logf("the cluster at --endpoints is the root of a sharded deployment of %d clusters: each name is taken on its own", len(r.Clusters()))
 	}
-	srv, err := serve.New(cli, serve.Config{AuthToken: token, Logger: a.logger(), Identity: serveIdentity(),
-		State: state, Shards: r})
+	cfg.Logger, cfg.Identity, cfg.State, cfg.Shards = a.logger(), serveIdentity(), state, r
+	srv, err := serve.New(cli, cfg)
 	if err != nil {
 		return exitf(exitUsage, "%v", err)
 	}
@@ -110,7 +119,7 @@ func (a *app) serve(listen, socket, token string) error {
 	}
 	for _, ln := range lns {
 		a.logf("serving the lock API on %s://%s", ln.Addr().Network(), ln.Addr())
-		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && token == "" {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && cfg.AuthToken == "" {
 			a.logf("note: %s is reachable from other machines, and no --auth-token-file is set: anyone who reaches it can take and hold locks", ln.Addr())
 		}
 	}

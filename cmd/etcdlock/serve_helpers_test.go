@@ -89,6 +89,9 @@ func (s *server) do(t *testing.T, method, path string, body any) (int, map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := s.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,7 @@ func (s *server) open(t *testing.T, path string, body any) (st *stream, status i
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.c.Do(req)
 	if err != nil {
 		cancel()

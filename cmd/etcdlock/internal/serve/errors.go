@@ -31,6 +31,8 @@ const (
 	codePermissionDenied = "permission_denied"
 	codeNotFound         = "not_found"
 	codeMethod           = "method_not_allowed"
+	codeCrossSite        = "cross_site"
+	codeMediaType        = "unsupported_media_type"
 )
 
 var statusOf = map[string]int{
@@ -45,6 +47,8 @@ var statusOf = map[string]int{
 	codePermissionDenied: http.StatusForbidden,
 	codeNotFound:         http.StatusNotFound,
 	codeMethod:           http.StatusMethodNotAllowed,
+	codeCrossSite:        http.StatusForbidden,
+	codeMediaType:        http.StatusUnsupportedMediaType,
 }
 
 // apiError is an error with its code, as the API answers it.

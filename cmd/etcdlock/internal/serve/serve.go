@@ -39,6 +39,12 @@ type Config struct {
 	// client: every session is then a sharded session over its clusters
 	// (etcdlock.NewShardedSession), which routes each name to its cluster.
 	Shards *etcdlock.Shards
+	// AllowOrigins are the Origin headers accepted (exactly); a request with
+	// any other is refused (see crossSite). None by default.
+	AllowOrigins []string
+	// AllowHosts are Host names accepted over TCP besides the server's own
+	// (see crossSite).
+	AllowHosts []string
 }
 
 // Server serves the API on one etcd client. It is safe for concurrent use.
@@ -103,8 +109,13 @@ func (srv *Server) routes() {
 	srv.mux = m
 }
 
-// ServeHTTP checks the bearer token, if one is required, then serves.
+// ServeHTTP refuses what a web page could have sent (crossSite), checks
+// the bearer token, if one is required, then serves.
 func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := srv.crossSite(r); err != nil {
+		srv.writeError(w, err)
+		return
+	}
 	if t := srv.cfg.AuthToken; t != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(t)) != 1 {

@@ -1,0 +1,74 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestServeRefusesCrossSite: what a web page could send is refused before
+// anything is written: a simple POST (text/plain) from another origin, a
+// JSON POST with a foreign Origin, a request whose Host names another
+// server (DNS rebinding), and a body that is not JSON. An Origin given
+// with --allow-origin, and a Host given with --allow-host, are served.
+func TestServeRefusesCrossSite(t *testing.T) {
+	srv := startServer(t, nil, "--listen", "127.0.0.1:0",
+		"--allow-origin", "https://ops.example", "--allow-host", "locks.internal")
+	port := srv.addr[strings.LastIndex(srv.addr, ":")+1:]
+	for _, tc := range []struct {
+		what       string
+		host       string // "" for the address itself
+		origin, ct string
+		status     int
+		code       string
+	}{
+		{"simple POST from a page", "", "http://evil.example", "text/plain", 403, "cross_site"},
+		{"JSON from a foreign origin", "", "http://evil.example", "application/json", 403, "cross_site"},
+		{"rebinding host", "evil.example:" + port, "", "application/json", 403, "cross_site"},
+		{"localhost on another port", "localhost:1", "", "application/json", 403, "cross_site"},
+		{"text body", "", "", "text/plain", 415, "unsupported_media_type"},
+		{"form body", "", "", "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+		{"no content type", "", "", "", 415, "unsupported_media_type"},
+		{"allowed origin", "", "https://ops.example", "application/json", 200, ""},
+		{"localhost", "localhost:" + port, "", "application/json; charset=utf-8", 200, ""},
+		{"allowed host", "LOCKS.internal:" + port, "", "application/json", 200, ""},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			name := uniqueName(t)
+			body := `{"name":"` + name + `","try":true}`
+			req, err := http.NewRequestWithContext(ctxFor(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			if tc.ct != "" {
+				req.Header.Set("Content-Type", tc.ct)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// An error answer ends; a grant's stream goes on until closed
+			// (which releases it): its first line is enough.
+			b, _ := bufio.NewReader(resp.Body).ReadBytes('\n')
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || (tc.code != "" && !strings.Contains(string(b), `"code":"`+tc.code+`"`)) {
+				t.Fatalf("%d %s; want %d %s", resp.StatusCode, b, tc.status, tc.code)
+			}
+			if tc.status == 200 && !strings.Contains(string(b), `"event":"granted"`) {
+				t.Fatalf("first line %s; want a grant", b)
+			}
+			if keys := keysOf(t, name); tc.status != 200 && len(keys) != 0 {
+				t.Fatalf("a refused request left keys: %v", keys)
+			}
+		})
+	}
+}
