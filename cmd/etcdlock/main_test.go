@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(holdChildEnv); sock != "" {
 		os.Exit(holdChild(sock, os.Getenv("ETCDLOCK_TEST_NAME")))
 	}
+	if addr := os.Getenv(vanishChildEnv); addr != "" {
+		os.Exit(vanishChild(addr))
+	}
 	code, err := testMain(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

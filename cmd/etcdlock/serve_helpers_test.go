@@ -48,7 +48,7 @@ func startServerAt(t *testing.T, sock string, endpoints []string, args ...string
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 	t.Cleanup(srv.c.CloseIdleConnections)
-	re := regexp.MustCompile(`tcp://(127\.0\.0\.1:\d+)`)
+	re := regexp.MustCompile(`tcp://([0-9.]+:\d+)`)
 	deadline := time.Now().Add(long)
 	for {
 		// Up once it accepts (the socket file exists from bind, before

@@ -159,7 +159,7 @@ func (p *headerProbe) WriteHeader(code int)        { p.code = code }
 // accepting, ends every stream (each releases its grant, guarded), waits
 // for every handler, closes every session (see stop) and returns.
 func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
 	failed := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { failed <- hs.Serve(ln) }()

@@ -150,6 +150,10 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
+	if err := boundConn(r.Context(), ttl); err != nil {
+		srv.writeError(w, errorf(codeUnavailable, "bounding the connection by the ttl: %v", err))
+		return
+	}
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
 	hctx, err := holdContext(ctx, req.Identity)
@@ -183,7 +187,12 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
+	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may be gone
 	say := func(v any) error {
+		// A client that stops reading (its window full) holds no longer
+		// than the ttl either (connbound.go).
+		_ = rc.SetWriteDeadline(time.Now().Add(s.TTL()))
 		err := enc.Encode(v)
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
