@@ -87,15 +87,23 @@ func benchClient(arg string) int {
 // benchServer starts a one-member cluster and a server on TCP.
 func benchServer(b *testing.B) (*embedtest.Cluster, *Server, string) {
 	b.Helper()
-	c := embedtest.Start(b, embedtest.WithMembers(1))
-	cli := c.TestClient(b)
-	srv, err := New(cli, Config{State: func(context.Context, string) (any, error) { return nil, nil }})
+	return startTestServer(b, Config{})
+}
+
+// startTestServer starts a one-member cluster and a server of cfg on TCP,
+// stopped at cleanup.
+func startTestServer(tb testing.TB, cfg Config) (*embedtest.Cluster, *Server, string) {
+	tb.Helper()
+	c := embedtest.Start(tb, embedtest.WithMembers(1))
+	cli := c.TestClient(tb)
+	cfg.State = func(context.Context, string) (any, error) { return nil, nil }
+	srv, err := New(cli, cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -103,7 +111,7 @@ func benchServer(b *testing.B) (*embedtest.Cluster, *Server, string) {
 		defer close(done)
 		_ = srv.Serve(ctx, ln)
 	}()
-	b.Cleanup(func() { cancel(); <-done })
+	tb.Cleanup(func() { cancel(); <-done })
 	return c, srv, ln.Addr().String()
 }
 

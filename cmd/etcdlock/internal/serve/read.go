@@ -58,11 +58,12 @@ func (srv *Server) leader(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s, err := srv.sharedSession(r.Context(), defaultTTL)
+	s, done, err := srv.useShared(r.Context(), defaultTTL)
 	if err != nil {
 		srv.writeError(w, err)
 		return
 	}
+	defer done()
 	li, err := etcdlock.NewElection(s, name).Leader(r.Context())
 	if errors.Is(err, etcdlock.ErrNoLeader) {
 		writeJSON(w, http.StatusOK, map[string]any{"name": name, "leader": nil})
@@ -87,11 +88,12 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 	defer srv.streams.Done()
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
-	s, err := srv.sharedSession(ctx, defaultTTL)
+	s, done, err := srv.useShared(ctx, defaultTTL)
 	if err != nil {
 		srv.writeError(w, err)
 		return
 	}
+	defer done()
 	ch := etcdlock.NewElection(s, name).Observe(ctx)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

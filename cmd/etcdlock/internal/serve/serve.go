@@ -45,6 +45,9 @@ type Config struct {
 	// AllowHosts are Host names accepted over TCP besides the server's own
 	// (see crossSite).
 	AllowHosts []string
+	// SharedIdle is how long the shared session (lease) of a TTL that no
+	// request uses lives on; 0: 30 s.
+	SharedIdle time.Duration
 }
 
 // Server serves the API on one etcd client. It is safe for concurrent use.
@@ -62,11 +65,11 @@ type Server struct {
 	stopAll  context.CancelCauseFunc
 
 	mu       sync.Mutex
-	closed   bool                                // set by stop: no session opens after it
-	shared   map[time.Duration]*etcdlock.Session // the stream holds' sessions, by TTL
-	sessions map[string]*clientSession           // the sessions of /v1/sessions, by id
-	streams  sync.WaitGroup                      // open hold and campaign streams
-	ending   sync.WaitGroup                      // sessions being closed by endSession
+	closed   bool                             // set by stop: no session opens after it
+	shared   map[time.Duration]*sharedSession // the stream holds' sessions, by TTL (shared.go)
+	sessions map[string]*clientSession        // the sessions of /v1/sessions, by id
+	streams  sync.WaitGroup                   // open hold and campaign streams
+	ending   sync.WaitGroup                   // sessions being closed by endSession
 }
 
 // New returns a server on cli.
@@ -84,7 +87,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
-		shared: map[time.Duration]*etcdlock.Session{}, sessions: map[string]*clientSession{}}
+		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -203,8 +206,11 @@ func (srv *Server) stop() {
 	srv.mu.Lock()
 	srv.closed = true
 	var all []*etcdlock.Session
-	for _, s := range srv.shared {
-		all = append(all, s)
+	for _, sh := range srv.shared {
+		if sh.idle != nil {
+			sh.idle.Stop()
+		}
+		all = append(all, sh.s)
 	}
 	ids := make([]string, 0, len(srv.sessions))
 	for id := range srv.sessions {
@@ -229,43 +235,6 @@ func (srv *Server) stop() {
 	}
 	wg.Wait()
 	srv.ending.Wait()
-}
-
-// sharedSession returns the live session of the stream holds of ttl,
-// opening one (or a replacement of a lost one: its keys went with its
-// lease, and this caller closes it) if need be.
-func (srv *Server) sharedSession(ctx context.Context, ttl time.Duration) (*etcdlock.Session, error) {
-	srv.mu.Lock()
-	old := srv.shared[ttl]
-	if old != nil && old.Err() == nil {
-		srv.mu.Unlock()
-		return old, nil
-	}
-	delete(srv.shared, ttl)
-	srv.mu.Unlock()
-	if old != nil {
-		_ = old.Close()
-	}
-	s, err := srv.newSession(ctx, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
-		etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs))
-	if err != nil {
-		return nil, err
-	}
-	srv.mu.Lock()
-	cur, closed := srv.shared[ttl], srv.closed
-	if !closed && (cur == nil || cur.Err() != nil) {
-		srv.shared[ttl], cur = s, nil
-	}
-	srv.mu.Unlock()
-	switch {
-	case closed:
-		_ = s.Close()
-		return nil, errStopping
-	case cur != nil: // another request opened one meanwhile
-		_ = s.Close()
-		return cur, nil
-	}
-	return s, nil
 }
 
 // newSession opens a session on the server's cluster, or a sharded one

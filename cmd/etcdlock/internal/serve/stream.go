@@ -161,11 +161,12 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
-	s, err := srv.sharedSession(ctx, ttl)
+	s, done, err := srv.useShared(ctx, ttl)
 	if err != nil {
 		srv.writeError(w, err)
 		return
 	}
+	defer done() // after the release (deferred below)
 	wctx, wcancel := waitCtx(hctx, wait)
 	g, err := acquire(wctx, s)
 	wcancel()
