@@ -65,6 +65,12 @@ func (a *app) serveCmd() *cobra.Command {
 		Long:  serveLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for flag, n := range map[string]int{"max-client-sessions": cfg.MaxClientSessions, "max-client-streams": cfg.MaxClientStreams,
+				"max-sessions": cfg.MaxSessions, "max-streams": cfg.MaxStreams} {
+				if n < 1 {
+					return usagef(cmd, "--%s %d: want at least 1", flag, n)
+				}
+			}
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
 				if err != nil {
@@ -85,6 +91,10 @@ func (a *app) serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tokenFile, "auth-token-file", "", "require this file's token as a bearer token on every request")
 	cmd.Flags().StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "accept requests with this Origin header (exactly, e.g. https://ops.example.com); others are refused")
 	cmd.Flags().StringSliceVar(&cfg.AllowHosts, "allow-host", nil, "accept this Host name over TCP besides the server's own")
+	cmd.Flags().IntVar(&cfg.MaxClientSessions, "max-client-sessions", 100, "sessions one client (remote address) may have open")
+	cmd.Flags().IntVar(&cfg.MaxClientStreams, "max-client-streams", 1000, "holds, campaigns, observes and session lock requests one client may have open")
+	cmd.Flags().IntVar(&cfg.MaxSessions, "max-sessions", 1000, "sessions all clients may have open")
+	cmd.Flags().IntVar(&cfg.MaxStreams, "max-streams", 10000, "holds, campaigns, observes and session lock requests all clients may have open")
 	return cmd
 }
 

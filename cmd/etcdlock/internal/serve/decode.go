@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // maxBody caps a request body.
@@ -23,8 +24,17 @@ const maxBody = 64 << 10
 // the last). It reads the body to its end, so that the server watches the
 // connection from then on and a client that goes ends the request's
 // context.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
+func (srv *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	// A body that stops midway holds the request no longer than
+	// BodyTimeout. The deadline is lifted once the body is in, for the
+	// stream's reads; after a failed read it stays, so that the server's
+	// drain of the rest fails as fast and the connection closes.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(orDefault(srv.cfg.BodyTimeout, defaultBodyTimeout)))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

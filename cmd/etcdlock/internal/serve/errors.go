@@ -33,6 +33,7 @@ const (
 	codeMethod           = "method_not_allowed"
 	codeCrossSite        = "cross_site"
 	codeMediaType        = "unsupported_media_type"
+	codeTooMany          = "too_many"
 )
 
 var statusOf = map[string]int{
@@ -49,6 +50,7 @@ var statusOf = map[string]int{
 	codeMethod:           http.StatusMethodNotAllowed,
 	codeCrossSite:        http.StatusForbidden,
 	codeMediaType:        http.StatusUnsupportedMediaType,
+	codeTooMany:          http.StatusTooManyRequests,
 }
 
 // apiError is an error with its code, as the API answers it.
@@ -98,6 +100,9 @@ func classify(err error) *apiError {
 func (srv *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
 	srv.metrics.errors.WithLabelValues(ae.code).Inc()
+	if ae.code == codeTooMany {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	writeJSON(w, statusOf[ae.code], map[string]string{"error": ae.msg, "code": ae.code})
 }
 

@@ -86,6 +86,12 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	srv.streams.Add(1)
 	defer srv.streams.Done()
+	admitted, err := srv.admitStream(r)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	defer admitted()
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
 	s, done, err := srv.useShared(ctx, defaultTTL)

@@ -48,6 +48,15 @@ type Config struct {
 	// SharedIdle is how long the shared session (lease) of a TTL that no
 	// request uses lives on; 0: 30 s.
 	SharedIdle time.Duration
+	// MaxClientSessions and MaxClientStreams bound the sessions and the
+	// long requests (holds, campaigns, observes, session lock requests)
+	// one client (remote address) has open; MaxSessions and MaxStreams
+	// bound all clients' (limits.go). 0: 100, 1,000, 1,000 and 10,000.
+	MaxClientSessions, MaxClientStreams int
+	MaxSessions, MaxStreams             int
+	// BodyTimeout bounds the reading of a request's body; IdleTimeout closes
+	// a connection idle between requests. 0: 10 s and 2 minutes.
+	BodyTimeout, IdleTimeout time.Duration
 }
 
 // Server serves the API on one etcd client. It is safe for concurrent use.
@@ -64,12 +73,14 @@ type Server struct {
 	stopping context.Context
 	stopAll  context.CancelCauseFunc
 
-	mu       sync.Mutex
-	closed   bool                             // set by stop: no session opens after it
-	shared   map[time.Duration]*sharedSession // the stream holds' sessions, by TTL (shared.go)
-	sessions map[string]*clientSession        // the sessions of /v1/sessions, by id
-	streams  sync.WaitGroup                   // open hold and campaign streams
-	ending   sync.WaitGroup                   // sessions being closed by endSession
+	mu            sync.Mutex
+	closed        bool                             // set by stop: no session opens after it
+	shared        map[time.Duration]*sharedSession // the stream holds' sessions, by TTL (shared.go)
+	sessions      map[string]*clientSession        // the sessions of /v1/sessions, by id
+	streamCounts  counts                           // open long requests (limits.go)
+	sessionCounts counts                           // open sessions (limits.go)
+	streams       sync.WaitGroup                   // open hold and campaign streams
+	ending        sync.WaitGroup                   // sessions being closed by endSession
 }
 
 // New returns a server on cli.
@@ -87,7 +98,8 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
-		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{}}
+		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{},
+		streamCounts: counts{byClient: map[string]int{}}, sessionCounts: counts{byClient: map[string]int{}}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -162,7 +174,8 @@ func (p *headerProbe) WriteHeader(code int)        { p.code = code }
 // accepting, ends every stream (each releases its grant, guarded), waits
 // for every handler, closes every session (see stop) and returns.
 func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn,
+		IdleTimeout: orDefault(srv.cfg.IdleTimeout, defaultIdleTimeout)}
 	failed := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { failed <- hs.Serve(ln) }()

@@ -23,9 +23,10 @@ import (
 // clientSession is one session of /v1/sessions.
 type clientSession struct {
 	// Set when opened, then read-only.
-	id  string
-	s   *etcdlock.Session
-	ttl time.Duration
+	id   string
+	s    *etcdlock.Session
+	ttl  time.Duration
+	free func() // ends the session's count against the bounds (limits.go)
 
 	mu     sync.Mutex
 	expiry *time.Timer                    // closes the session; reset by each keepalive
@@ -52,7 +53,7 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		TTL      string `json:"ttl"`
 		Identity string `json:"identity"`
 	}
-	if err := decode(w, r, &req); err != nil {
+	if err := srv.decode(w, r, &req); err != nil {
 		srv.writeError(w, err)
 		return
 	}
@@ -65,12 +66,18 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	if req.Identity != "" {
 		opts = append(opts, etcdlock.WithIdentity(req.Identity))
 	}
-	s, err := srv.newSession(r.Context(), opts...)
+	admitted, err := srv.admitSession(r)
 	if err != nil {
 		srv.writeError(w, err)
 		return
 	}
-	cs := &clientSession{id: newSessionID(), s: s, ttl: ttl, locks: map[etcdlock.Token]sessionLock{}}
+	s, err := srv.newSession(r.Context(), opts...)
+	if err != nil {
+		admitted()
+		srv.writeError(w, err)
+		return
+	}
+	cs := &clientSession{id: newSessionID(), s: s, ttl: ttl, free: admitted, locks: map[etcdlock.Token]sessionLock{}}
 	srv.mu.Lock()
 	closed := srv.closed
 	if !closed {
@@ -80,6 +87,7 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	srv.mu.Unlock()
 	if closed {
 		_ = s.Close()
+		admitted()
 		srv.writeError(w, errStopping)
 		return
 	}
@@ -145,6 +153,7 @@ func (srv *Server) endSession(id string) {
 	cs.expiry.Stop()
 	cs.mu.Unlock()
 	_ = cs.s.Close()
+	cs.free()
 	srv.metrics.sessions.Dec()
 }
 
@@ -208,7 +217,7 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req holdRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := srv.decode(w, r, &req); err != nil {
 		srv.writeError(w, err)
 		return
 	}
@@ -221,6 +230,12 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
+	admitted, err := srv.admitStream(r)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	defer admitted()
 	defer cs.request()()
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
@@ -253,7 +268,7 @@ func (srv *Server) sessionUnlock(w http.ResponseWriter, r *http.Request) {
 		Name  string `json:"name"`
 		Token string `json:"token"`
 	}
-	if err := decode(w, r, &req); err != nil {
+	if err := srv.decode(w, r, &req); err != nil {
 		srv.writeError(w, err)
 		return
 	}

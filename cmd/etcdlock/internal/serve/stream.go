@@ -90,7 +90,7 @@ type grantLine struct {
 
 func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
 	var req holdRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := srv.decode(w, r, &req); err != nil {
 		srv.writeError(w, err)
 		return
 	}
@@ -105,7 +105,7 @@ func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
 
 func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	var req holdRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := srv.decode(w, r, &req); err != nil {
 		srv.writeError(w, err)
 		return
 	}
@@ -150,6 +150,12 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
+	admitted, err := srv.admitStream(r)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	defer admitted()
 	if err := boundConn(r.Context(), ttl); err != nil {
 		srv.writeError(w, errorf(codeUnavailable, "bounding the connection by the ttl: %v", err))
 		return
