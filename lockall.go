@@ -186,6 +186,10 @@ func confirmAll(ctx context.Context, ws []*waiter) error {
 	}
 	for i, r := range resp.Responses {
 		if kvs := r.GetResponseRange().Kvs; !resp.Succeeded && (len(kvs) == 0 || kvs[0].CreateRevision != ws[i].rev) {
+			// Lost with the session's lease (ErrSessionExpired), or alone.
+			if cause := ws[i].lost(); !errors.Is(cause, ErrLockLost) {
+				return ws[i].q.errorf(cause)
+			}
 			return ws[i].q.errorf(fmt.Errorf("%w: %q was lost while the set was awaited", ErrLockLost, ws[i].q.name))
 		}
 	}

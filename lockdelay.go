@@ -129,6 +129,7 @@ func (w *waiter) holdOff(ctx context.Context) error {
 		return nil
 	}
 	w.pass = end
+	w.writePass(ctx, end)
 	w.q.s.log.Debug("lock-delay: waiting before the grant", zap.String("after", h.key),
 		zap.Duration("delay", h.d), zap.Time("until", end))
 	_ = w.q.s.runHook(hookHoldOff, nil)
@@ -186,11 +187,30 @@ func (w *waiter) wentWithLease(ctx context.Context, h heldOff) (bool, error) {
 	return len(resp.Kvs) == 0, nil
 }
 
+// writePass writes end, the lock-delay the waiter holds off for, into its
+// key as soon as the hold-off starts (guarded by its create revision), so
+// that however the key goes meanwhile (its caller gives up, Session.Close,
+// its lease ends, its process dies) the waiter behind sees the delay with
+// the deletion, and a read of the queue sees it too. Best effort, bounded
+// by the delay itself (the grant never waits for it): one that fails
+// leaves abandon's.
+func (w *waiter) writePass(ctx context.Context, end time.Time) {
+	ctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	it := reapItem{key: w.key, rev: w.rev, pass: w.passValue(end)}
+	if rev, err := w.q.s.book.passOn(ctx, &it); err == nil && rev > 0 {
+		w.valueRev = rev
+	}
+}
+
 // pendingDelay returns the end of the lock-delay the waiter holds off for,
-// or saw and has not weighed yet, if it is still ahead; zero if none.
+// or was passed by the key it saw go and has not weighed yet, if it is
+// still ahead; zero if none. A delay of the key's own session that has not
+// been weighed is not passed on: the key may have gone by a release, which
+// passes at once.
 func (w *waiter) pendingDelay() time.Time {
 	end := w.pass
-	if e := w.delay.end(); e.After(end) {
+	if e := w.delay.passed; e.After(end) {
 		end = e
 	}
 	if !end.After(time.Now()) {
@@ -209,14 +229,17 @@ func (w *waiter) passValue(end time.Time) string {
 
 // passOn writes it.pass (the key's value with the delay passed on) into
 // its key, guarded by its create revision (so never into a later key of the
-// name), before the key is deleted: the waiter behind sees the deletion
-// with that value.
-func (b *keyBook) passOn(ctx context.Context, it *reapItem) error {
+// name): the waiter behind sees the key's deletion with that value. It
+// returns the write's revision, 0 when the key was gone.
+func (b *keyBook) passOn(ctx context.Context, it *reapItem) (int64, error) {
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
-	_, err := b.s.cli.Txn(actx).
+	resp, err := b.s.cli.Txn(actx).
 		If(clientv3.Compare(clientv3.CreateRevision(it.key), "=", it.rev)).
 		Then(clientv3.OpPut(it.key, it.pass, clientv3.WithIgnoreLease())).
 		Commit()
-	return err
+	if err != nil || !resp.Succeeded {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }

@@ -216,7 +216,7 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 		it.rev = resp.Kvs[0].CreateRevision
 	}
 	if it.pass != "" && time.Now().Before(it.passUntil) {
-		if err := b.passOn(ctx, it); err != nil {
+		if _, err := b.passOn(ctx, it); err != nil {
 			return false, err
 		}
 	}

@@ -53,6 +53,10 @@ type waiter struct {
 	delay   heldOff
 	watched []heldOff
 	pass    time.Time
+	// valueRev is the mod revision of the value the waiter last wrote into
+	// its key (a passed delay, lockdelay.go); 0: its enqueue's. Only the
+	// acquiring goroutine uses it.
+	valueRev int64
 
 	monitorOnce sync.Once
 	freeOnce    sync.Once
@@ -96,8 +100,9 @@ func (w *waiter) abandon(cause error) {
 // stamp writes the grant's moment into its key's value, once, in a goroutine
 // of the session, so that inspection can say how long the lock has been held
 // (Entry.Granted) without the hand-off waiting for a write. It is guarded
-// by the key's create revision and by its mod revision being that too (the
-// key unchanged since its enqueue), so it never touches a later key of the
+// by the key's create revision and by its mod revision being the waiter's
+// own last write (the key unchanged since its enqueue, or its passed
+// delay), so it never touches a later key of the
 // name nor overwrites a later value (a Proclaim). Best effort: one attempt,
 // given up when the grant ends first; a stamp that is lost, or lands after
 // a Proclaim, leaves the key without one.
@@ -105,7 +110,7 @@ func (w *waiter) stamp() {
 	w.q.s.goRun(func() {
 		_, err := w.q.s.book.commit(w.ctx, false, txnOp{dir: w.q.dir,
 			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
-				clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)},
+				clientv3.Compare(clientv3.ModRevision(w.key), "=", max(w.rev, w.valueRev))},
 			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		if err != nil && w.ctx.Err() == nil {
 			w.q.s.log.Debug("grant stamp not written", zap.String("key", w.key), zap.Error(err))
