@@ -161,6 +161,7 @@ func TestAttackLockDelayKinds(t *testing.T) {
 		{"election two leave", []acq{campaign}, []acq{campaign, campaign}, campaign},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel() // its own name and sessions
 			cli := newClient(t, nil)
 			name := uniqueName(t)
 			ctx := testCtx(t, 40*time.Second)

@@ -87,13 +87,13 @@ func occupy(ctx context.Context, s *etcdlock.Session, ls []*etcdlock.Lock, count
 	return nil
 }
 
-// TestLockAllNeverDeadlocks: a child process takes (a, b) with LockAll 200
-// times while this process takes (b, a) 200 times, with plain Locks of a
+// TestLockAllNeverDeadlocks: a child process takes (a, b) with LockAll 100
+// times while this process takes (b, a) 100 times, with plain Locks of a
 // and b mixed into both. Nothing deadlocks (both finish within the test's
 // time), and the holders of a name never overlap, in this process or
 // across both.
 func TestLockAllNeverDeadlocks(t *testing.T) {
-	const rounds = 200
+	const rounds = 100
 	base := uniqueName(t)
 	a, b := base+"/a", base+"/b"
 	cli := newClient(t, nil)

@@ -75,6 +75,7 @@ func awaitDelete(t *testing.T, ctx context.Context, cli *clientv3.Client, name s
 // SIGKILLed; its lease runs out and its key goes, and the waiter is granted
 // no sooner than 3 s after that. Describe shows the holder's delay.
 func TestLockDelayAfterCrash(t *testing.T) {
+	t.Parallel() // its own names and sessions; mostly waits out delays
 	const ttl, delay = 2 * time.Second, 3 * time.Second
 	name := uniqueName(t)
 	cmd := startHolder(t, name, ttl, delay)
@@ -107,6 +108,7 @@ func TestLockDelayAfterCrash(t *testing.T) {
 // Session.Close and a Break pass the lock at once; a revoke of the lease
 // by someone else waits it out.
 func TestLockDelayNotOnRelease(t *testing.T) {
+	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
 	cli := newClient(t, nil)
 	waiter := openSession(t, nil)
@@ -164,6 +166,7 @@ func TestLockDelayIsChecked(t *testing.T) {
 // out. The second waiter is granted no sooner than the delay's end: the
 // first passes it on in its key's last value, not only in its memory.
 func TestLockDelayPassedOn(t *testing.T) {
+	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
 	cli := newClient(t, nil)
 	name := uniqueName(t)
@@ -210,6 +213,7 @@ func TestLockDelayPassedOn(t *testing.T) {
 // reports a compaction and the waiter learns of the deletion from a re-read
 // without the deleted value. It still waits the delay out, from then.
 func TestLockDelayAcrossCompaction(t *testing.T) {
+	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
 	c := embedtest.Start(t)
 	cfg := c.ClientConfig()

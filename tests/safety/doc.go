@@ -59,7 +59,7 @@
 // in CI; ETCDLOCK_SAFETY_SHARDED_LONG=1 for 3 minutes, or
 // ETCDLOCK_SAFETY_SHARDED_DURATION.
 //
-// The suite runs in CI in a few minutes (15 s per cell, 10 s per
+// The suite runs in CI in a few minutes (12 s per cell, 10 s per
 // self-test). Set ETCDLOCK_SAFETY_DURATION (for example 60s) for longer
 // runs, with go test -timeout 0; the README's Safety section has the
 // details.

@@ -11,11 +11,11 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// Run lengths. Short mode (the default, CI): 15 s per cell, 10 s per
+// Run lengths. Short mode (the default, CI): 12 s per cell, 10 s per
 // self-test. Long mode: ETCDLOCK_SAFETY_LONG=1 (60 s per cell) or
 // ETCDLOCK_SAFETY_DURATION per cell (run with -timeout 0).
 const (
-	shortDuration    = 15 * time.Second
+	shortDuration    = 12 * time.Second
 	longDuration     = 60 * time.Second
 	selfTestDuration = 10 * time.Second
 	sessionTTL       = 2 * time.Second // etcd's minimum with embedtest's 1 s election timeout
@@ -39,7 +39,7 @@ const (
 // together have well over the totals' minimums.
 const (
 	minAckedPerCell    = 34
-	minExpiriesPerCell = 2
+	minExpiriesPerCell = 1
 	minTotalAcked      = 100
 	minTotalExpiries   = 5
 	minCleanSelfTest   = 3

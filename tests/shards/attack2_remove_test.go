@@ -17,6 +17,7 @@ import (
 // source, then fails at the raise ("unknown cluster"); AbortMove cannot
 // reach the target either, so the slot stays frozen.
 func TestAttackRemoveRacesMove(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	c2 := embedtest.Start(t, embedtest.WithMembers(1))
 	ctx := testCtx(t, 2*time.Minute)

@@ -18,6 +18,7 @@ import (
 // granted on c0 would coexist with one on c1): it freezes it, and the
 // stalled move, woken, finishes: the name is granted on c1 only.
 func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")
@@ -56,6 +57,7 @@ func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 // its generation at least (a restored cluster's revisions went back: with
 // its old generation its tokens would go back too).
 func TestRaiseDuringAMoveAndAbort(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	s := session(t, d.newShards(t))

@@ -14,6 +14,7 @@ import (
 // finds a record that is not its own: it must give up (ErrMoveAborted), not
 // retry the root in a loop until E2 ends.
 func TestAttackLateSwitchSpins(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")

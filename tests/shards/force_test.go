@@ -16,6 +16,7 @@ import (
 // old-generation token), and every waiter waits for the move instead of
 // failing: each is granted on the target, once, in turn.
 func TestForceGrantsNoWaiterInPassing(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	r := d.newShards(t)

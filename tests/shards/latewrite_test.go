@@ -20,6 +20,7 @@ import (
 // target. Without the compare the late Txn creates its key on the source
 // and the Lock is granted there, beside any holder on the target.
 func TestMoveRefusesLateEnqueue(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	r, link := d.flakyShards(t)

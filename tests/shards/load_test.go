@@ -19,6 +19,7 @@ import (
 // has two holders at once across the two clusters, and every worker keeps
 // being granted.
 func TestMoveUnderLoad(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 3*time.Minute)
 	r := d.newShards(t)

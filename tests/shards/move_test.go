@@ -147,6 +147,7 @@ func awaitPhase(t *testing.T, phases <-chan etcdlock.MoveProgress, phase string,
 // ForceAfter passes; it sees ErrLockLost, and the name is granted on the
 // target.
 func TestMoveForceAfter(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")

@@ -20,6 +20,7 @@ import (
 // granted there, with a token above the real holder's): it freezes it,
 // and re-stamps only the slots the root gives the cluster.
 func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
+	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	name, kept := d.nameOn(t, "c0"), d.nameOn(t, "c0")
