@@ -14,7 +14,7 @@ import (
 // waiter must wait for the move and be granted on the target (never fail
 // with ErrLockLost).
 func TestAttackForceWaitersOfEveryKind(t *testing.T) {
-	t.Parallel() // touches only its own deployment; mostly waits
+	t.Parallel()                  // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, k := range forcedKinds() {
 		t.Run(k.name, func(t *testing.T) { checkForcedWaiter(t, d, k) })

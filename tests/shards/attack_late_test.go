@@ -44,7 +44,7 @@ var earlyPhases = []string{"started", "prepared", "frozen", "draining", "drained
 // real; then the stalled mover wakes. It must write nothing: the slot stays
 // settled, one owner, tokens grow.
 func TestAttackAbortThenLateMover(t *testing.T) {
-	t.Parallel() // touches only its own deployment; mostly waits
+	t.Parallel()                  // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	s := session(t, d.newShards(t))
 	for _, phase := range earlyPhases {
@@ -89,7 +89,7 @@ func TestAttackAbortThenLateMover(t *testing.T) {
 // finishes the move; the slot then (optionally) moves back; the stalled
 // call wakes.
 func TestAttackResumeBesideStalled(t *testing.T) {
-	t.Parallel() // touches only its own deployment; mostly waits
+	t.Parallel()                  // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	s := session(t, d.newShards(t))
 	for _, phase := range append(earlyPhases, "activated") {
