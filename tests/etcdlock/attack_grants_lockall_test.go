@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -47,49 +48,20 @@ func TestAttackLockAllConfirmRace(t *testing.T) {
 			t.Fatalf("A: %+v %v", st, err)
 		}
 		tokA := st.Holder.Token
-		breakAt := time.Duration(rand.N(8000)) * time.Microsecond
-		broke := make(chan *etcdlock.Lock, 1)
-		go func() {
-			time.Sleep(breakAt)
-			if err := etcdlock.Break(ctx, cli, a, tokA); err != nil {
-				t.Error(err)
-				broke <- nil
-				return
-			}
-			l, err := etcdlock.NewMutex(other, a).Lock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			broke <- l
-		}()
+		broke := breakAndRetake(t, ctx, cli, other, a, tokA, time.Duration(rand.N(8000))*time.Microsecond)
 		time.Sleep(4 * time.Millisecond)
 		if err := holderB.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		r := <-res
 		otherA := <-broke
-		switch {
-		case r.err != nil:
+		if r.err != nil {
 			failed++
-			if !errors.Is(r.err, etcdlock.ErrLockLost) || !strings.Contains(r.err.Error(), a) {
-				t.Errorf("round %d: LockAll: %v, want ErrLockLost naming A", i, r.err)
-			}
-			for _, n := range []string{a, b} {
-				st, err := etcdlock.Describe(ctx, cli, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range append(st.Holders, st.Waiters...) {
-					if e.Lease == s.Lease() {
-						t.Errorf("round %d: a key of the failed LockAll is left on %s", i, n)
-					}
-				}
-			}
-		default:
+			checkFailedLockAll(t, ctx, cli, s, i, r.err, a, b)
+		} else {
 			won++
-			lctx := r.ls.Context()
 			select {
-			case <-lctx.Done():
+			case <-r.ls.Context().Done():
 				wonLost++
 			case <-time.After(5 * time.Second):
 				t.Errorf("round %d: LockAll returned a set, A was broken and retaken (%v), and the set's context did not end", i, otherA != nil)
@@ -101,6 +73,47 @@ func TestAttackLockAllConfirmRace(t *testing.T) {
 		}
 	}
 	t.Logf("LockAll failed %d times, returned %d sets (%d of them reported lost)", failed, won, wonLost)
+}
+
+// breakAndRetake breaks name's grant tok after a pause of after (a moment
+// of the race, not a synchronisation), then takes name on other; the
+// channel gets other's lock (nil if either failed).
+func breakAndRetake(t *testing.T, ctx context.Context, cli *clientv3.Client, other *etcdlock.Session, name string, tok etcdlock.Token, after time.Duration) <-chan *etcdlock.Lock {
+	broke := make(chan *etcdlock.Lock, 1)
+	go func() {
+		time.Sleep(after)
+		if err := etcdlock.Break(ctx, cli, name, tok); err != nil {
+			t.Error(err)
+			broke <- nil
+			return
+		}
+		l, err := etcdlock.NewMutex(other, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		broke <- l
+	}()
+	return broke
+}
+
+// checkFailedLockAll checks the error of round i's LockAll(a, b) on s: it
+// names a, lost, and no key of s is left on either name.
+func checkFailedLockAll(t *testing.T, ctx context.Context, cli *clientv3.Client, s *etcdlock.Session, i int, err error, a, b string) {
+	t.Helper()
+	if !errors.Is(err, etcdlock.ErrLockLost) || !strings.Contains(err.Error(), a) {
+		t.Errorf("round %d: LockAll: %v, want ErrLockLost naming A", i, err)
+	}
+	for _, n := range []string{a, b} {
+		st, err := etcdlock.Describe(ctx, cli, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range append(st.Holders, st.Waiters...) {
+			if e.Lease == s.Lease() {
+				t.Errorf("round %d: a key of the failed LockAll is left on %s", i, n)
+			}
+		}
+	}
 }
 
 // TestAttackLockAllCutAtConfirm: LockAll(A, B) on a session whose only

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,115 +124,6 @@ func TestAttackLockDelayChain(t *testing.T) {
 	waitFor(t, 10*time.Second, "no stray key", func() bool { return len(keysUnder(t, cli, name)) == 0 })
 }
 
-// TestAttackLockDelayKinds: the passed-on delay for the other recipes.
-// The holder (lock-delay 3 s) has its lease revoked; every leaver leaves as
-// it starts to hold the delay off; the last waiter must wait the delay out.
-func TestAttackLockDelayKinds(t *testing.T) {
-	t.Parallel() // its own names, sessions and links; mostly waits out delays
-	const delay = 3 * time.Second
-	type acq func(ctx context.Context, s *etcdlock.Session, name string) error
-	mutexLock := func(ctx context.Context, s *etcdlock.Session, name string) error {
-		_, err := etcdlock.NewRWMutex(s, name).Lock(ctx)
-		return err
-	}
-	rlock := func(ctx context.Context, s *etcdlock.Session, name string) error {
-		_, err := etcdlock.NewRWMutex(s, name).RLock(ctx)
-		return err
-	}
-	sem := func(ctx context.Context, s *etcdlock.Session, name string) error {
-		_, err := etcdlock.NewSemaphore(s, name, 2).Acquire(ctx)
-		return err
-	}
-	campaign := func(ctx context.Context, s *etcdlock.Session, name string) error {
-		_, err := etcdlock.NewElection(s, name).Campaign(ctx, "v")
-		return err
-	}
-	for _, tc := range []struct {
-		what    string
-		holders []acq // the first is revoked (it has the delay)
-		leavers []acq
-		last    acq
-	}{
-		{"rw readers leave", []acq{mutexLock}, []acq{rlock, rlock}, mutexLock},
-		{"rw writer leaves", []acq{mutexLock}, []acq{mutexLock}, rlock},
-		{"rw reader then writer leave", []acq{mutexLock}, []acq{rlock, mutexLock}, rlock},
-		{"semaphore", []acq{sem, sem}, []acq{sem}, sem},
-		{"semaphore two leave", []acq{sem, sem}, []acq{sem, sem}, sem},
-		{"election", []acq{campaign}, []acq{campaign}, campaign},
-		{"election two leave", []acq{campaign}, []acq{campaign, campaign}, campaign},
-	} {
-		t.Run(tc.what, func(t *testing.T) {
-			t.Parallel() // its own name and sessions
-			cli := newClient(t, nil)
-			name := uniqueName(t)
-			ctx := testCtx(t, 40*time.Second)
-			var revokee *etcdlock.Session
-			for i, h := range tc.holders {
-				var s *etcdlock.Session
-				if i == 0 {
-					s = openSession(t, cli, etcdlock.WithLockDelay(delay))
-					revokee = s
-				} else {
-					s = openSession(t, cli)
-				}
-				if err := h(ctx, s, name); err != nil {
-					t.Fatal(err)
-				}
-			}
-			n := len(tc.holders)
-			left := make(chan error, len(tc.leavers))
-			for _, l := range tc.leavers {
-				s := openSession(t, cli)
-				lctx, leave := context.WithCancel(ctx)
-				t.Cleanup(leave)
-				setHook(t, func(p testhook.Point, err error) error {
-					if p == testhook.HoldOff {
-						time.Sleep(100 * time.Millisecond)
-						leave()
-					}
-					return err
-				}, s)
-				go func() { left <- l(lctx, s, name) }()
-				n++
-				waitFor(t, 10*time.Second, "a leaver", func() bool { return len(keysUnder(t, cli, name)) == n })
-			}
-			got := make(chan time.Time, 1)
-			last := openSession(t, cli)
-			go func() {
-				if err := tc.last(ctx, last, name); err != nil {
-					t.Error(err)
-					got <- time.Time{}
-					return
-				}
-				got <- time.Now()
-			}()
-			n++
-			waitFor(t, 10*time.Second, "the last", func() bool { return len(keysUnder(t, cli, name)) == n })
-			start := time.Now()
-			if _, err := cli.Revoke(ctx, revokee.Lease()); err != nil {
-				t.Fatal(err)
-			}
-			at := <-got
-			if at.IsZero() {
-				t.FailNow()
-			}
-			for range tc.leavers {
-				select {
-				case err := <-left:
-					t.Logf("a leaver: %v", err)
-				case <-time.After(5 * time.Second):
-					t.Log("a leaver did not return")
-				}
-			}
-			d := at.Sub(start)
-			t.Logf("last granted %v after the revoke", d.Round(time.Millisecond))
-			if d < delay-250*time.Millisecond {
-				t.Fatalf("granted %v after the revoke; want no sooner than %v", d, delay)
-			}
-		})
-	}
-}
-
 // TestAttackLockDelayReadersLeaveInTurn: a writer (lock-delay 3 s) holds
 // an RWMutex and has its lease revoked; readers R1 and R2 behind it both
 // hold the delay off, and a writer W2 waits behind them (watching R2, the
@@ -252,35 +144,11 @@ func TestAttackLockDelayReadersLeaveInTurn(t *testing.T) {
 	if _, err := etcdlock.NewRWMutex(holder, name).Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var r2Left, r1Holding, once atomic.Bool
 	r1, r2, w2 := openSession(t, cli), openSession(t, cli), openSession(t, cli)
 	r1ctx, leave1 := context.WithCancel(ctx)
 	r2ctx, leave2 := context.WithCancel(ctx)
-	t.Cleanup(leave1)
-	t.Cleanup(leave2)
-	setHook(t, func(p testhook.Point, err error) error {
-		if p == testhook.HoldOff {
-			r1Holding.Store(true)
-		}
-		return err
-	}, r1)
-	setHook(t, func(p testhook.Point, err error) error {
-		if p == testhook.HoldOff {
-			// R2 leaves once R1 holds off too.
-			waitFor(t, 10*time.Second, "R1 holding off", r1Holding.Load)
-			r2Left.Store(true)
-			leave2()
-		}
-		return err
-	}, r2)
-	setHook(t, func(p testhook.Point, err error) error {
-		if p == testhook.HandoffRead && r2Left.Load() && once.CompareAndSwap(false, true) {
-			// W2 re-reads after R2's deletion; R1 leaves meanwhile.
-			leave1()
-			waitFor(t, 10*time.Second, "R1 gone", func() bool { return len(keysUnder(t, cli, name)) == 1 })
-		}
-		return err
-	}, w2)
+	t.Cleanup(func() { leave1(); leave2() })
+	leaveInTurn(t, cli, name, [3]*etcdlock.Session{r1, r2, w2}, leave1, leave2)
 	left := make(chan error, 2)
 	for i, rc := range []struct {
 		s   *etcdlock.Session
@@ -292,15 +160,7 @@ func TestAttackLockDelayReadersLeaveInTurn(t *testing.T) {
 		}()
 		waitFor(t, 10*time.Second, "a reader", func() bool { return len(keysUnder(t, cli, name)) == i+2 })
 	}
-	got := make(chan time.Time, 1)
-	go func() {
-		if _, err := etcdlock.NewRWMutex(w2, name).Lock(ctx); err != nil {
-			t.Error(err)
-			got <- time.Time{}
-			return
-		}
-		got <- time.Now()
-	}()
+	got := grantTime(t, func() error { _, err := etcdlock.NewRWMutex(w2, name).Lock(ctx); return err })
 	waitFor(t, 10*time.Second, "W2", func() bool { return len(keysUnder(t, cli, name)) == 4 })
 	start := time.Now()
 	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
@@ -315,10 +175,16 @@ func TestAttackLockDelayReadersLeaveInTurn(t *testing.T) {
 			t.Errorf("a reader: %v, want context.Canceled", err)
 		}
 	}
-	d := at.Sub(start)
-	t.Logf("W2 granted %v after the revoke", d.Round(time.Millisecond))
+	checkDelayed(t, "W2", at.Sub(start), delay)
+}
+
+// checkDelayed checks that who was granted d after the revoke, no sooner
+// than delay.
+func checkDelayed(t *testing.T, who string, d, delay time.Duration) {
+	t.Helper()
+	t.Logf("%s granted %v after the revoke", who, d.Round(time.Millisecond))
 	if d < delay-250*time.Millisecond {
-		t.Fatalf("W2 granted %v after the revoke; want no sooner than the lock-delay %v", d.Round(time.Millisecond), delay)
+		t.Fatalf("%s granted %v after the revoke; want no sooner than the lock-delay %v", who, d.Round(time.Millisecond), delay)
 	}
 }
 
@@ -533,4 +399,50 @@ func TestAttackLockDelayLostOnWaiterExpiry(t *testing.T) {
 	if d := at.Sub(start); d < delay-250*time.Millisecond {
 		t.Fatalf("second waiter granted %v after the revoke; want no sooner than the lock-delay %v", d.Round(time.Millisecond), delay)
 	}
+}
+
+// grantTime runs acquire in a goroutine; the channel gets when it
+// returned, or the zero time (after t.Error) if it failed.
+func grantTime(t *testing.T, acquire func() error) <-chan time.Time {
+	got := make(chan time.Time, 1)
+	go func() {
+		if err := acquire(); err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+	}()
+	return got
+}
+
+// leaveInTurn arranges TestAttackLockDelayReadersLeaveInTurn's moves with
+// hooks on its sessions ss (R1, R2, W2): R2 leaves once R1 holds off too;
+// R1 leaves while W2 re-reads after R2's deletion.
+func leaveInTurn(t *testing.T, cli *clientv3.Client, name string, ss [3]*etcdlock.Session, leave1, leave2 func()) {
+	var r2Left, r1Holding, once atomic.Bool
+	r1, r2, w2 := ss[0], ss[1], ss[2]
+	setHook(t, func(p testhook.Point, err error) error {
+		if p == testhook.HoldOff {
+			r1Holding.Store(true)
+		}
+		return err
+	}, r1)
+	setHook(t, func(p testhook.Point, err error) error {
+		if p == testhook.HoldOff {
+			// R2 leaves once R1 holds off too.
+			waitFor(t, 10*time.Second, "R1 holding off", r1Holding.Load)
+			r2Left.Store(true)
+			leave2()
+		}
+		return err
+	}, r2)
+	setHook(t, func(p testhook.Point, err error) error {
+		if p == testhook.HandoffRead && r2Left.Load() && once.CompareAndSwap(false, true) {
+			// W2 re-reads after R2's deletion; R1 leaves meanwhile.
+			leave1()
+			waitFor(t, 10*time.Second, "R1 gone", func() bool { return len(keysUnder(t, cli, name)) == 1 })
+		}
+		return err
+	}, w2)
 }

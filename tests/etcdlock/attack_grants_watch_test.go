@@ -125,13 +125,7 @@ func TestAttackIsolatedLeader(t *testing.T) {
 				return m != nil && m != leader
 			})
 			act()
-			acted := time.Now()
-			select {
-			case <-heard:
-				t.Logf("%s heard %v after it happened", what, time.Since(acted).Round(time.Millisecond))
-			case <-time.After(blackHoleBound):
-				t.Errorf("%s not heard within %v with the session's leader isolated", what, blackHoleBound)
-			}
+			awaitHeard(t, what, heard, time.Now())
 		})
 	}
 }
@@ -184,5 +178,17 @@ func TestAttackBlackHoledWithLockDelay(t *testing.T) {
 			<-granted
 		}
 		link.Restore()
+	}
+}
+
+// awaitHeard waits for heard, closed when what (a loss or a grant that
+// happened at acted) is heard, within blackHoleBound.
+func awaitHeard(t *testing.T, what string, heard <-chan struct{}, acted time.Time) {
+	t.Helper()
+	select {
+	case <-heard:
+		t.Logf("%s heard %v after it happened", what, time.Since(acted).Round(time.Millisecond))
+	case <-time.After(blackHoleBound):
+		t.Errorf("%s not heard within %v with the session's leader isolated", what, blackHoleBound)
 	}
 }

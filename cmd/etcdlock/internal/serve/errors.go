@@ -55,8 +55,9 @@ var statusOf = map[string]int{
 
 // apiError is an error with its code, as the API answers it.
 type apiError struct {
-	code string
-	msg  string
+	code   string
+	msg    string
+	status int // 0: statusOf[code]
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -103,7 +104,11 @@ func (srv *Server) writeError(w http.ResponseWriter, err error) {
 	if ae.code == codeTooMany {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	writeJSON(w, statusOf[ae.code], map[string]string{"error": ae.msg, "code": ae.code})
+	status := ae.status
+	if status == 0 {
+		status = statusOf[ae.code]
+	}
+	writeJSON(w, status, map[string]string{"error": ae.msg, "code": ae.code})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -36,23 +36,7 @@ func TestLimitsPerClient(t *testing.T) {
 	cli := c.TestClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var ids []string
-	for i := range 20 {
-		resp, err := http.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"1h"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out struct{ Session, Code string }
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		switch {
-		case i < 5 && resp.StatusCode == http.StatusOK:
-			ids = append(ids, out.Session)
-		case i >= 5 && resp.StatusCode == http.StatusTooManyRequests && out.Code == "too_many" && resp.Header.Get("Retry-After") != "":
-		default:
-			t.Fatalf("session %d: %d %+v (Retry-After %q)", i, resp.StatusCode, out, resp.Header.Get("Retry-After"))
-		}
-	}
+	ids := floodSessions(t, addr, 20, 5)
 	if resp, err := cli.Leases(ctx); err != nil || len(resp.Leases) != 5 {
 		t.Fatalf("leases after the flood: %v %v; want 5", resp, err)
 	}
@@ -65,10 +49,39 @@ func TestLimitsPerClient(t *testing.T) {
 	}
 	for i := range 4 {
 		status, retry, code := post(t, addr, "/v1/hold", `{"name":"limits/`+string(rune('a'+i))+`"}`)
-		if (i < 3 && status != http.StatusOK) || (i == 3 && (status != http.StatusTooManyRequests || code != "too_many" || retry == "")) {
+		ok := status == http.StatusOK
+		if i == 3 {
+			ok = status == http.StatusTooManyRequests && code == "too_many" && retry != ""
+		}
+		if !ok {
 			t.Fatalf("hold %d: %d %s (Retry-After %q)", i, status, code, retry)
 		}
 	}
+}
+
+// floodSessions opens n sessions on addr; the first bound must open, the
+// rest be refused 429 too_many with a Retry-After. It returns the ids.
+func floodSessions(t *testing.T, addr string, n, bound int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		resp, err := http.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"1h"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Session, Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		opened := i < bound && resp.StatusCode == http.StatusOK
+		refused := i >= bound && resp.StatusCode == http.StatusTooManyRequests && out.Code == "too_many" && resp.Header.Get("Retry-After") != ""
+		if !opened && !refused {
+			t.Fatalf("session %d: %d %+v (Retry-After %q)", i, resp.StatusCode, out, resp.Header.Get("Retry-After"))
+		}
+		if opened {
+			ids = append(ids, out.Session)
+		}
+	}
+	return ids
 }
 
 // TestBodyStoppedMidwayIsCut: a request whose body stops midway is

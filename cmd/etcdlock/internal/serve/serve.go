@@ -77,6 +77,7 @@ type Server struct {
 	closed        bool                             // set by stop: no session opens after it
 	shared        map[time.Duration]*sharedSession // the stream holds' sessions, by TTL (shared.go)
 	sessions      map[string]*clientSession        // the sessions of /v1/sessions, by id
+	holds         map[string]*heldStream           // the stream holds, by id (holds.go)
 	streamCounts  counts                           // open long requests (limits.go)
 	sessionCounts counts                           // open sessions (limits.go)
 	streams       sync.WaitGroup                   // open hold and campaign streams
@@ -98,7 +99,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
-		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{},
+		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{}, holds: map[string]*heldStream{},
 		streamCounts: counts{byClient: map[string]int{}}, sessionCounts: counts{byClient: map[string]int{}}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
@@ -118,6 +119,7 @@ func (srv *Server) routes() {
 	m.HandleFunc("POST /v1/sessions", srv.openSession)
 	m.HandleFunc("POST /v1/sessions/{id}/keepalive", srv.keepAlive)
 	m.HandleFunc("DELETE /v1/sessions/{id}", srv.closeSession)
+	m.HandleFunc("DELETE /v1/holds/{id}", srv.releaseHold)
 	m.HandleFunc("POST /v1/sessions/{id}/lock", srv.sessionLock)
 	m.HandleFunc("POST /v1/sessions/{id}/unlock", srv.sessionUnlock)
 	m.Handle("GET /metrics", promhttp.HandlerFor(srv.reg, promhttp.HandlerOpts{}))

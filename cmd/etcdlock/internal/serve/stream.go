@@ -86,6 +86,7 @@ type grantLine struct {
 	Token string `json:"token"`
 	Key   string `json:"key"`
 	Lease string `json:"lease"`
+	Hold  string `json:"hold"` // the id of DELETE /v1/holds/{id} (holds.go)
 }
 
 func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
@@ -180,17 +181,21 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
-	end := sync.OnceValue(g.end) // at most once: a second Unlock waits for the first's result
-	defer end()
+	h := &heldStream{name: req.Name, token: g.token, client: clientOf(r), released: make(chan struct{}),
+		end: sync.OnceValue(g.end)} // at most once: a second Unlock waits for the first's result
+	defer h.end()
+	id, remove := srv.addHold(h)
+	defer remove()
 	srv.metrics.streams.Inc()
 	defer srv.metrics.streams.Dec()
-	srv.keepOpen(ctx, w, s, g, end, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
-		Lease: strconv.FormatInt(int64(s.Lease()), 16)})
+	srv.keepOpen(ctx, w, s, g, h, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
+		Lease: strconv.FormatInt(int64(s.Lease()), 16), Hold: id})
 }
 
 // keepOpen writes the stream's lines until the client goes, the server
-// stops, or the grant ends (then a "lost" line with its cause).
-func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, end func() error, first grantLine) {
+// stops, the grant ends (then a "lost" line with its cause), or a DELETE
+// of the hold released it (then a "released" line).
+func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, h *heldStream, first grantLine) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
@@ -220,11 +225,14 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 		case <-ctx.Done():
 			if context.Cause(ctx) == errStopping {
 				cause := "the server is stopping: released"
-				if err := end(); err != nil {
+				if err := h.end(); err != nil {
 					cause = fmt.Sprintf("the server is stopping: %v", err)
 				}
 				sayLost(cause)
 			}
+			return
+		case <-h.released:
+			_ = say(map[string]string{"event": "released"})
 			return
 		case <-s.Done():
 			sayLost(s.Err())
