@@ -32,6 +32,7 @@ const (
 	Monitor                    // the own-key monitor starts
 	Reaped                     // the reaper's delete returned; err is its error
 	HoldOff                    // a granted waiter starts to wait out a lock-delay
+	SharedWatch                // a watch opens on the client's balanced connection: the keeper lends none
 	NumPoints
 )
 
