@@ -1,12 +1,16 @@
 package etcdlock_test
 
-// Rounds of "the client's path to the leader is cut at the moment of the
-// enqueue": a waiter first in line, or an Observe, whose client's path to
-// the etcd leader black-holes as it starts must still hear of the grant
-// (or the new leader) within blackHoleBound of it in etcd. Before every
-// watch followed the keeper while it opened (paths.go, watchCtx), a watch
-// opened on the cut path stayed blocked in clientv3's Watch, waiting for
-// the server to confirm it, until the caller's ctx ended.
+// Rounds of "the client's paths black-hole as a wait starts": a waiter, or
+// an Observe, whose client's path to the etcd leader black-holes as it
+// starts must still hear of the grant (or the new leader) within
+// blackHoleBound of it in etcd. Before every watch followed the keeper
+// while it opened (paths.go, watchCtx), a watch opened on the client's
+// balanced connection while the keeper lent none, down a path that had
+// black-holed, stayed blocked in clientv3's Watch, waiting for the server
+// to confirm it, until the caller's ctx ended. The waiter's rounds make
+// that certain (see waiterRound); in the reported runs it took a keeper
+// slower to reconnect than connWait and the balancer's pick of the cut
+// path, about one round in ten.
 //
 // By default each test runs blackHoleRoundsCI rounds (CI's time is short);
 // ETCDLOCK_BLACKHOLE_ROUNDS=32 runs the 32 rounds the fault was first
@@ -19,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +45,11 @@ const (
 	blackHoleBound = 9 * time.Second
 	// blackHoleRoundsCI is the rounds of each test by default.
 	blackHoleRoundsCI = 1
+	// cutTTL is the cut client's session TTL: the keepalives of a round
+	// where every path is cut stop for up to 10 s (cut, the keeper leaves
+	// the path, connWait, the keeper back on a member), and must not end
+	// the session.
+	cutTTL = 30 * time.Second
 	// setupBound bounds what a round waits for that the bound does not
 	// cover: an enqueue retried past the cut path, the keeper back on the
 	// leader after a restore.
@@ -67,6 +77,7 @@ func blackHoleRounds(t *testing.T) int {
 // drops packets does.
 type cutClient struct {
 	c     *embedtest.Cluster
+	cli   *clientv3.Client
 	links []*embedtest.Link
 	s     *etcdlock.Session
 }
@@ -87,16 +98,80 @@ func newCutClient(t *testing.T, c *embedtest.Cluster) *cutClient {
 		cc.links = append(cc.links, l)
 		cfg.Endpoints = append(cfg.Endpoints, l.Endpoints()[i])
 	}
-	cli := clientFromConfig(t, cfg)
-	cc.s, _ = keptSession(t, c, cli)
+	cc.cli = clientFromConfig(t, cfg)
+	// A TTL that outlasts a round's cut of every path (cutTTL).
+	cc.s, _ = keptSession(t, c, cc.cli, etcdlock.WithTTL(cutTTL))
 	t.Cleanup(cc.restore) // runs before the session's Close
 	return cc
 }
 
-func (cc *cutClient) restore() {
-	for _, l := range cc.links {
-		l.Restore()
+func (cc *cutClient) restore() { cc.restoreAllBut(-1) }
+
+// restoreAllBut restores every path but member i's.
+func (cc *cutClient) restoreAllBut(i int) {
+	for j, l := range cc.links {
+		if j != i {
+			l.Restore()
+		}
 	}
+}
+
+// cutAll cuts the path to every member.
+func (cc *cutClient) cutAll() {
+	for _, l := range cc.links {
+		l.Cut()
+	}
+}
+
+// watchMethod is etcd's Watch RPC (each message a member receives on a
+// watch stream counts in its Calls).
+const watchMethod = "/etcdserverpb.Watch/Watch"
+
+// anchorWatch opens a watch of the cut client's own with
+// WithRequireLeader, as the library opens its watches: clientv3 runs all of
+// a client's watches with the same metadata on one gRPC stream, so a watch
+// the library opens on the client's balanced connection joins this one's
+// stream, on the path it took (the balancer's pick). It returns the index
+// of the member at the end of that path, and a func that ends the watch.
+func (cc *cutClient) anchorWatch(t *testing.T, ctx context.Context) (int, func()) {
+	t.Helper()
+	ms := cc.c.Members()
+	counts := func() []int64 {
+		n := make([]int64, len(ms))
+		for i, m := range ms {
+			n[i] = m.Calls(watchMethod)
+		}
+		return n
+	}
+	for try := 0; try < 5; try++ {
+		before := counts()
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := cc.cli.Watch(wctx, "blackhole-anchor", clientv3.WithCreatedNotify())
+		if resp, ok := <-wch; !ok || !resp.Created {
+			cancel()
+			t.Fatalf("the anchor watch was not created: %v", resp.Err())
+		}
+		// Another watch may open meanwhile (the library's own, on the
+		// keeper's connection): only a count that grew on one member alone
+		// tells where the anchor runs.
+		at := -1
+		for i, n := range counts() {
+			if n == before[i] {
+				continue
+			}
+			if at >= 0 {
+				at = -2
+				break
+			}
+			at = i
+		}
+		if at >= 0 {
+			return at, cancel
+		}
+		cancel()
+	}
+	t.Fatal("could not tell which path the anchor watch took")
+	return 0, nil
 }
 
 // pinnedLink waits until the session's keeper runs on the leader's
@@ -142,15 +217,20 @@ func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, nam
 	t.Fatalf("no second key under %q within %v", name, setupBound)
 }
 
-// TestWaiterBlackHoledAtStart: a waiter first in line whose path to the
-// leader black-holes as it enqueues is granted within blackHoleBound of
-// the holder's release.
+// TestWaiterBlackHoledAtStart: a waiter whose paths are cut as it
+// enqueues, and whose watch then opens on the client's balanced connection
+// down a path that stays cut, is granted within blackHoleBound of the
+// holder's release once the keeper lends a connection again.
 func TestWaiterBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
+	// No own-key monitor: its watch would open on the balanced connection
+	// too, and its SharedWatch, if first, would restore the paths while
+	// the waiter's own watch may still get the keeper's next connection.
+	testhook.SetMonitorDelay(cc.s, time.Hour)
 	direct := newClient(t, c)
 	hs := openSession(t, direct)
-	runRounds(t, "grant", func() (time.Duration, bool) { return waiterRound(t, cc, hs, direct) })
+	runRounds(t, "grant", func() (time.Duration, bool) { return waiterRound(t, cc, hs) })
 }
 
 // runRounds runs the test's rounds, each of which returns how long the
@@ -173,7 +253,20 @@ func runRounds(t *testing.T, what string, round func() (time.Duration, bool)) {
 
 // waiterRound is one round of TestWaiterBlackHoledAtStart: it returns the
 // time from the release to the grant, and whether it was heard in time.
-func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
+//
+// The round makes the reported fault certain instead of rare. The paths
+// are cut the moment the waiter's enqueue is answered (Enqueued): its
+// watch opens on the keeper's connection, which the keeper leaves (it
+// retires the connection's watcher, which ends the watch); no member
+// answers, so the keeper has no connection to lend, and after connWait the
+// re-opened watch goes on the client's balanced connection (SharedWatch).
+// It joins the client's watch stream, which the anchor watch holds on path
+// at, so it is sent down a cut path for sure (on its own it would take the
+// balancer's pick, one path in three). Every other path is then restored
+// and the holder releases: the keeper finds a member and lends its
+// connection, and the watch must move there, though clientv3's Watch is
+// still waiting for the cut path to confirm it.
+func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
 	ctx := testCtx(t, 2*setupBound)
@@ -181,8 +274,25 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := cc.pinnedLink(t)
-	defer link.Restore()
+	cc.pinnedLink(t)
+	at, unanchor := cc.anchorWatch(t, ctx)
+	defer unanchor()
+	defer cc.restore()
+	var cut sync.Once
+	shared := make(chan struct{}, 1)
+	testhook.SetHook(cc.s, func(p testhook.Point, err error) error {
+		switch {
+		case p == testhook.Enqueued && err == nil:
+			cut.Do(cc.cutAll)
+		case p == testhook.SharedWatch:
+			select {
+			case shared <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+	defer testhook.SetHook(cc.s, nil)
 	lctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	type result struct {
@@ -191,15 +301,18 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 		at  time.Time
 	}
 	granted := make(chan result, 1)
-	started := make(chan struct{})
 	go func() {
-		close(started)
 		l, err := etcdlock.NewMutex(cc.s, name).Lock(lctx)
 		granted <- result{l, err, time.Now()}
 	}()
-	<-started
-	cutSoon(link)
-	awaitSecondKey(t, ctx, direct, name, holder.Key(), holder.Token().Revision())
+	select {
+	case <-shared:
+	case r := <-granted:
+		t.Fatalf("the waiter returned (%v) before its watch opened on the balanced connection", r.err)
+	case <-time.After(setupBound):
+		t.Fatalf("no watch of the waiter opened on the balanced connection within %v", setupBound)
+	}
+	cc.restoreAllBut(at)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +322,7 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 	select {
 	case r = <-granted:
 	case <-time.After(blackHoleBound):
-		t.Errorf("the waiter not granted %v after the release (its path to the leader cut at its enqueue)", blackHoleBound)
+		t.Errorf("the waiter not granted %v after the release (its watch opened down a cut path)", blackHoleBound)
 		giveUp()
 		r, ok = <-granted, false
 	}
