@@ -1,26 +1,26 @@
 package etcdlock_test
 
 // Rounds of "the client's paths black-hole as a wait starts": a waiter, or
-// an Observe, whose client's path to the etcd leader black-holes as it
-// starts must still hear of the grant (or the new leader) within
-// blackHoleBound of it in etcd. Before every watch followed the keeper
-// while it opened (paths.go, watchCtx), a watch opened on the client's
-// balanced connection while the keeper lent none, down a path that had
-// black-holed, stayed blocked in clientv3's Watch, waiting for the server
-// to confirm it, until the caller's ctx ended. The waiter's rounds make
-// that certain (see waiterRound); in the reported runs it took a keeper
-// slower to reconnect than connWait and the balancer's pick of the cut
-// path, about one round in ten.
+// an Observe, whose client's paths black-hole as it starts must still hear
+// of the grant (or the new leader) within blackHoleBound of it in etcd.
+// Before every watch followed the keeper while it opened (paths.go,
+// watchCtx), a watch opened on the client's balanced connection while the
+// keeper lent none, down a path that had black-holed, stayed blocked in
+// clientv3's Watch, waiting for the server to confirm it, until the
+// caller's ctx ended. The rounds make that certain (see waiterRound and
+// observeRound): in the reported runs, where only the path to the leader
+// was cut 0-3 ms after Lock, it took a keeper slower to reconnect than
+// connWait (its backoff, jittered up to 1 s, plus findEndpoint's 200 ms)
+// and the balancer's pick of the cut path, about one round in ten.
 //
-// By default each test runs blackHoleRoundsCI rounds (CI's time is short);
-// ETCDLOCK_BLACKHOLE_ROUNDS=32 runs the 32 rounds the fault was first
-// reported with (about 8 s a round):
+// By default each test runs blackHoleRoundsCI rounds (CI's time is short;
+// without watchCtx every round fails); ETCDLOCK_BLACKHOLE_ROUNDS=N runs N
+// (about 8 s a round):
 //
-//	ETCDLOCK_BLACKHOLE_ROUNDS=32 go test -race -run 'BlackHoledAtStart' -v ./tests/etcdlock/
+//	ETCDLOCK_BLACKHOLE_ROUNDS=8 go test -race -run 'BlackHoledAtStart' -v ./tests/etcdlock/
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -174,30 +174,14 @@ func (cc *cutClient) anchorWatch(t *testing.T, ctx context.Context) (int, func()
 	return 0, nil
 }
 
-// pinnedLink waits until the session's keeper runs on the leader's
-// connection and returns the link of that member's path.
-func (cc *cutClient) pinnedLink(t *testing.T) *embedtest.Link {
+// awaitPinned waits until the session's keeper runs on the leader's
+// connection (after the previous round's cut, it moves back there).
+func (cc *cutClient) awaitPinned(t *testing.T) {
 	t.Helper()
 	waitFor(t, setupBound, "the keeper pinned to the leader", func() bool {
 		lent, leader := testhook.LentConn(cc.s)
 		return lent && leader
 	})
-	leader := waitLeader(t, cc.c)
-	for i, m := range cc.c.Members() {
-		if m == leader {
-			return cc.links[i]
-		}
-	}
-	t.Fatal("the leader is not a member")
-	return nil
-}
-
-// cutSoon cuts l 0-3 ms after it is called: at the moment of the enqueue
-// (or of Observe's first read and watch). The pause places the fault; it
-// stands in for no event.
-func cutSoon(l *embedtest.Link) {
-	time.Sleep(rand.N(3*time.Millisecond + 1))
-	l.Cut()
 }
 
 // awaitSecondKey waits for the put of a second key under name, from
@@ -274,7 +258,7 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc.pinnedLink(t)
+	cc.awaitPinned(t)
 	at, unanchor := cc.anchorWatch(t, ctx)
 	defer unanchor()
 	defer cc.restore()
@@ -337,9 +321,9 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 	return r.at.Sub(released), ok
 }
 
-// TestObserveBlackHoledAtStart: an Observe whose path to the leader
-// black-holes as it starts reports the new leader within blackHoleBound of
-// the old one's resignation.
+// TestObserveBlackHoledAtStart: an Observe whose watch opens on the
+// client's balanced connection down a path that stays cut reports the new
+// leader within blackHoleBound of the old one's resignation.
 func TestObserveBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
@@ -351,6 +335,14 @@ func TestObserveBlackHoledAtStart(t *testing.T) {
 // observeRound is one round of TestObserveBlackHoledAtStart: it returns
 // the time from the resignation to the report of the new leader, and
 // whether it was reported in time.
+//
+// As in waiterRound, every path is cut once Observe follows the leader,
+// and the keeper leaves its path. Observe reads the leader again before it
+// watches, and a read needs a path: so every path but the anchor's is
+// restored at once, and the keeper is held from reconnecting (HoldKeeper),
+// as a keeper slower to reconnect than connWait: Observe's watch then
+// opens on the balanced connection, and joins the anchor's stream down
+// the cut path. Then the keeper may reconnect, and the leader resigns.
 func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
@@ -365,15 +357,41 @@ func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct 
 		won <- l // nil if the round failed first
 	}()
 	awaitSecondKey(t, ctx, direct, name, a.Key(), a.Token().Revision())
-	link := cc.pinnedLink(t)
-	defer link.Restore()
+	cc.awaitPinned(t)
+	at, unanchor := cc.anchorWatch(t, ctx)
+	defer unanchor()
+	defer cc.restore()
+	shared := make(chan struct{}, 1)
+	testhook.SetHook(cc.s, func(p testhook.Point, err error) error {
+		if p == testhook.SharedWatch {
+			select {
+			case shared <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+	defer testhook.SetHook(cc.s, nil)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := etcdlock.NewElection(cc.s, name).Observe(octx)
-	cutSoon(link)
 	if !awaitObserved(t, seen, "a", setupBound) {
 		t.FailNow()
 	}
+	release := testhook.HoldKeeper(cc.s)
+	defer release()
+	cc.cutAll()
+	waitFor(t, setupBound, "the keeper to leave the cut path", func() bool {
+		lent, _ := testhook.LentConn(cc.s)
+		return !lent
+	})
+	cc.restoreAllBut(at)
+	select {
+	case <-shared:
+	case <-time.After(setupBound):
+		t.Fatalf("Observe's watch did not open on the balanced connection within %v", setupBound)
+	}
+	release()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +421,7 @@ func awaitObserved(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string, 
 				return true
 			}
 		case <-deadline:
-			t.Errorf("Observe did not report leader %q within %v (its path to the leader cut as it started)", value, d)
+			t.Errorf("Observe did not report leader %q within %v (its watch opened down a cut path)", value, d)
 			return false
 		}
 	}
