@@ -81,6 +81,10 @@ type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
+	// held, when set (by tests only), is closed when the keeper may
+	// connect: it waits for it before each connect.
+	held atomic.Pointer[chan struct{}]
+
 	// batch is the client's group commit; nil without batching.
 	batch *batcher
 
@@ -234,6 +238,13 @@ func (k *keeper) run() {
 	}
 	b := newBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
+		if h := k.held.Load(); h != nil {
+			select {
+			case <-*h:
+			case <-k.ctx.Done():
+				continue
+			}
+		}
 		conn, at, owned := k.connect()
 		start := time.Now()
 		sc := &streamConn{conn: conn, at: at}

@@ -136,6 +136,7 @@ func (b *keyBook) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.W
 	if l.conn != nil {
 		return l.conn.watcher, l.moved
 	}
+	_ = s.runHook(hookSharedWatch, nil) // tests: it goes down the balancer's pick
 	return s.cli, l.moved
 }
 

@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/etcdlock/etcdlock/internal/testhook"
@@ -67,6 +68,18 @@ func initPathHooks() {
 	testhook.LentConn = func(s any) (lent, leader bool) {
 		c := s.(*Session).keeper.lent.Load().conn
 		return c != nil, c != nil && c.at.leader
+	}
+	testhook.HoldKeeper = func(s any) func() {
+		k := s.(*Session).keeper
+		h := make(chan struct{})
+		k.held.Store(&h)
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				k.held.CompareAndSwap(&h, nil)
+				close(h)
+			})
+		}
 	}
 	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
 		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}

@@ -39,6 +39,7 @@ const (
 	hookMonitor       = testhook.Monitor
 	hookReaped        = testhook.Reaped
 	hookHoldOff       = testhook.HoldOff
+	hookSharedWatch   = testhook.SharedWatch
 )
 
 // runHook calls the session's test hook, if any, at p.

@@ -32,6 +32,7 @@ const (
 	Monitor                    // the own-key monitor starts
 	Reaped                     // the reaper's delete returned; err is its error
 	HoldOff                    // a granted waiter starts to wait out a lock-delay
+	SharedWatch                // a watch opens on the client's balanced connection: the keeper lends none
 	NumPoints
 )
 
@@ -91,6 +92,10 @@ var (
 	// LentConn reports whether s's keeper lends a connection, and whether
 	// its member said it was the leader.
 	LentConn func(s any) (lent, leader bool)
+	// HoldKeeper makes s's keeper wait, before it next connects, until
+	// release is called (release is idempotent): it lends no connection
+	// meanwhile, as a keeper slow to reconnect.
+	HoldKeeper func(s any) (release func())
 	// Lend makes s's keeper lend conn (to the member at addr) to the queue;
 	// retire retires it.
 	Lend func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) (retire func())

@@ -1,24 +1,29 @@
 package etcdlock_test
 
-// Rounds of "the client's path to the leader is cut at the moment of the
-// enqueue": a waiter first in line, or an Observe, whose client's path to
-// the etcd leader black-holes as it starts must still hear of the grant
-// (or the new leader) within blackHoleBound of it in etcd. Before every
-// watch followed the keeper while it opened (paths.go, watchCtx), a watch
-// opened on the cut path stayed blocked in clientv3's Watch, waiting for
-// the server to confirm it, until the caller's ctx ended.
+// Rounds of "the client's paths black-hole as a wait starts": a waiter, or
+// an Observe, whose client's paths black-hole as it starts must still hear
+// of the grant (or the new leader) within blackHoleBound of it in etcd.
+// Before every watch followed the keeper while it opened (paths.go,
+// watchCtx), a watch opened on the client's balanced connection while the
+// keeper lent none, down a path that had black-holed, stayed blocked in
+// clientv3's Watch, waiting for the server to confirm it, until the
+// caller's ctx ended. The rounds make that certain (see waiterRound and
+// observeRound): in the reported runs, where only the path to the leader
+// was cut 0-3 ms after Lock, it took a keeper slower to reconnect than
+// connWait (its backoff, jittered up to 1 s, plus findEndpoint's 200 ms)
+// and the balancer's pick of the cut path, about one round in ten.
 //
-// By default each test runs blackHoleRoundsCI rounds (CI's time is short);
-// ETCDLOCK_BLACKHOLE_ROUNDS=32 runs the 32 rounds the fault was first
-// reported with (about 8 s a round):
+// By default each test runs blackHoleRoundsCI rounds (CI's time is short;
+// without watchCtx every round fails); ETCDLOCK_BLACKHOLE_ROUNDS=N runs N
+// (about 8 s a round):
 //
-//	ETCDLOCK_BLACKHOLE_ROUNDS=32 go test -race -run 'BlackHoledAtStart' -v ./tests/etcdlock/
+//	ETCDLOCK_BLACKHOLE_ROUNDS=8 go test -race -run 'BlackHoledAtStart' -v ./tests/etcdlock/
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +45,11 @@ const (
 	blackHoleBound = 9 * time.Second
 	// blackHoleRoundsCI is the rounds of each test by default.
 	blackHoleRoundsCI = 1
+	// cutTTL is the cut client's session TTL: the keepalives of a round
+	// where every path is cut stop for up to 10 s (cut, the keeper leaves
+	// the path, connWait, the keeper back on a member), and must not end
+	// the session.
+	cutTTL = 30 * time.Second
 	// setupBound bounds what a round waits for that the bound does not
 	// cover: an enqueue retried past the cut path, the keeper back on the
 	// leader after a restore.
@@ -67,6 +77,7 @@ func blackHoleRounds(t *testing.T) int {
 // drops packets does.
 type cutClient struct {
 	c     *embedtest.Cluster
+	cli   *clientv3.Client
 	links []*embedtest.Link
 	s     *etcdlock.Session
 }
@@ -87,42 +98,90 @@ func newCutClient(t *testing.T, c *embedtest.Cluster) *cutClient {
 		cc.links = append(cc.links, l)
 		cfg.Endpoints = append(cfg.Endpoints, l.Endpoints()[i])
 	}
-	cli := clientFromConfig(t, cfg)
-	cc.s, _ = keptSession(t, c, cli)
+	cc.cli = clientFromConfig(t, cfg)
+	// A TTL that outlasts a round's cut of every path (cutTTL).
+	cc.s, _ = keptSession(t, c, cc.cli, etcdlock.WithTTL(cutTTL))
 	t.Cleanup(cc.restore) // runs before the session's Close
 	return cc
 }
 
-func (cc *cutClient) restore() {
-	for _, l := range cc.links {
-		l.Restore()
+func (cc *cutClient) restore() { cc.restoreAllBut(-1) }
+
+// restoreAllBut restores every path but member i's.
+func (cc *cutClient) restoreAllBut(i int) {
+	for j, l := range cc.links {
+		if j != i {
+			l.Restore()
+		}
 	}
 }
 
-// pinnedLink waits until the session's keeper runs on the leader's
-// connection and returns the link of that member's path.
-func (cc *cutClient) pinnedLink(t *testing.T) *embedtest.Link {
+// cutAll cuts the path to every member.
+func (cc *cutClient) cutAll() {
+	for _, l := range cc.links {
+		l.Cut()
+	}
+}
+
+// watchMethod is etcd's Watch RPC (each message a member receives on a
+// watch stream counts in its Calls).
+const watchMethod = "/etcdserverpb.Watch/Watch"
+
+// anchorWatch opens a watch of the cut client's own with
+// WithRequireLeader, as the library opens its watches: clientv3 runs all of
+// a client's watches with the same metadata on one gRPC stream, so a watch
+// the library opens on the client's balanced connection joins this one's
+// stream, on the path it took (the balancer's pick). It returns the index
+// of the member at the end of that path, and a func that ends the watch.
+func (cc *cutClient) anchorWatch(t *testing.T, ctx context.Context) (int, func()) {
+	t.Helper()
+	ms := cc.c.Members()
+	counts := func() []int64 {
+		n := make([]int64, len(ms))
+		for i, m := range ms {
+			n[i] = m.Calls(watchMethod)
+		}
+		return n
+	}
+	for try := 0; try < 5; try++ {
+		before := counts()
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := cc.cli.Watch(wctx, "blackhole-anchor", clientv3.WithCreatedNotify())
+		if resp, ok := <-wch; !ok || !resp.Created {
+			cancel()
+			t.Fatalf("the anchor watch was not created: %v", resp.Err())
+		}
+		// Another watch may open meanwhile (the library's own, on the
+		// keeper's connection): only a count that grew on one member alone
+		// tells where the anchor runs.
+		at := -1
+		for i, n := range counts() {
+			if n == before[i] {
+				continue
+			}
+			if at >= 0 {
+				at = -2
+				break
+			}
+			at = i
+		}
+		if at >= 0 {
+			return at, cancel
+		}
+		cancel()
+	}
+	t.Fatal("could not tell which path the anchor watch took")
+	return 0, nil
+}
+
+// awaitPinned waits until the session's keeper runs on the leader's
+// connection (after the previous round's cut, it moves back there).
+func (cc *cutClient) awaitPinned(t *testing.T) {
 	t.Helper()
 	waitFor(t, setupBound, "the keeper pinned to the leader", func() bool {
 		lent, leader := testhook.LentConn(cc.s)
 		return lent && leader
 	})
-	leader := waitLeader(t, cc.c)
-	for i, m := range cc.c.Members() {
-		if m == leader {
-			return cc.links[i]
-		}
-	}
-	t.Fatal("the leader is not a member")
-	return nil
-}
-
-// cutSoon cuts l 0-3 ms after it is called: at the moment of the enqueue
-// (or of Observe's first read and watch). The pause places the fault; it
-// stands in for no event.
-func cutSoon(l *embedtest.Link) {
-	time.Sleep(rand.N(3*time.Millisecond + 1))
-	l.Cut()
 }
 
 // awaitSecondKey waits for the put of a second key under name, from
@@ -142,15 +201,20 @@ func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, nam
 	t.Fatalf("no second key under %q within %v", name, setupBound)
 }
 
-// TestWaiterBlackHoledAtStart: a waiter first in line whose path to the
-// leader black-holes as it enqueues is granted within blackHoleBound of
-// the holder's release.
+// TestWaiterBlackHoledAtStart: a waiter whose paths are cut as it
+// enqueues, and whose watch then opens on the client's balanced connection
+// down a path that stays cut, is granted within blackHoleBound of the
+// holder's release once the keeper lends a connection again.
 func TestWaiterBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
+	// No own-key monitor: its watch would open on the balanced connection
+	// too, and its SharedWatch, if first, would restore the paths while
+	// the waiter's own watch may still get the keeper's next connection.
+	testhook.SetMonitorDelay(cc.s, time.Hour)
 	direct := newClient(t, c)
 	hs := openSession(t, direct)
-	runRounds(t, "grant", func() (time.Duration, bool) { return waiterRound(t, cc, hs, direct) })
+	runRounds(t, "grant", func() (time.Duration, bool) { return waiterRound(t, cc, hs) })
 }
 
 // runRounds runs the test's rounds, each of which returns how long the
@@ -173,7 +237,20 @@ func runRounds(t *testing.T, what string, round func() (time.Duration, bool)) {
 
 // waiterRound is one round of TestWaiterBlackHoledAtStart: it returns the
 // time from the release to the grant, and whether it was heard in time.
-func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
+//
+// The round makes the reported fault certain instead of rare. The paths
+// are cut the moment the waiter's enqueue is answered (Enqueued): its
+// watch opens on the keeper's connection, which the keeper leaves (it
+// retires the connection's watcher, which ends the watch); no member
+// answers, so the keeper has no connection to lend, and after connWait the
+// re-opened watch goes on the client's balanced connection (SharedWatch).
+// It joins the client's watch stream, which the anchor watch holds on path
+// at, so it is sent down a cut path for sure (on its own it would take the
+// balancer's pick, one path in three). Every other path is then restored
+// and the holder releases: the keeper finds a member and lends its
+// connection, and the watch must move there, though clientv3's Watch is
+// still waiting for the cut path to confirm it.
+func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
 	ctx := testCtx(t, 2*setupBound)
@@ -181,8 +258,25 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := cc.pinnedLink(t)
-	defer link.Restore()
+	cc.awaitPinned(t)
+	at, unanchor := cc.anchorWatch(t, ctx)
+	defer unanchor()
+	defer cc.restore()
+	var cut sync.Once
+	shared := make(chan struct{}, 1)
+	testhook.SetHook(cc.s, func(p testhook.Point, err error) error {
+		switch {
+		case p == testhook.Enqueued && err == nil:
+			cut.Do(cc.cutAll)
+		case p == testhook.SharedWatch:
+			select {
+			case shared <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+	defer testhook.SetHook(cc.s, nil)
 	lctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	type result struct {
@@ -191,15 +285,18 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 		at  time.Time
 	}
 	granted := make(chan result, 1)
-	started := make(chan struct{})
 	go func() {
-		close(started)
 		l, err := etcdlock.NewMutex(cc.s, name).Lock(lctx)
 		granted <- result{l, err, time.Now()}
 	}()
-	<-started
-	cutSoon(link)
-	awaitSecondKey(t, ctx, direct, name, holder.Key(), holder.Token().Revision())
+	select {
+	case <-shared:
+	case r := <-granted:
+		t.Fatalf("the waiter returned (%v) before its watch opened on the balanced connection", r.err)
+	case <-time.After(setupBound):
+		t.Fatalf("no watch of the waiter opened on the balanced connection within %v", setupBound)
+	}
+	cc.restoreAllBut(at)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +306,7 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 	select {
 	case r = <-granted:
 	case <-time.After(blackHoleBound):
-		t.Errorf("the waiter not granted %v after the release (its path to the leader cut at its enqueue)", blackHoleBound)
+		t.Errorf("the waiter not granted %v after the release (its watch opened down a cut path)", blackHoleBound)
 		giveUp()
 		r, ok = <-granted, false
 	}
@@ -224,9 +321,9 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session, direct *clie
 	return r.at.Sub(released), ok
 }
 
-// TestObserveBlackHoledAtStart: an Observe whose path to the leader
-// black-holes as it starts reports the new leader within blackHoleBound of
-// the old one's resignation.
+// TestObserveBlackHoledAtStart: an Observe whose watch opens on the
+// client's balanced connection down a path that stays cut reports the new
+// leader within blackHoleBound of the old one's resignation.
 func TestObserveBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
@@ -238,6 +335,14 @@ func TestObserveBlackHoledAtStart(t *testing.T) {
 // observeRound is one round of TestObserveBlackHoledAtStart: it returns
 // the time from the resignation to the report of the new leader, and
 // whether it was reported in time.
+//
+// As in waiterRound, every path is cut once Observe follows the leader,
+// and the keeper leaves its path. Observe reads the leader again before it
+// watches, and a read needs a path: so every path but the anchor's is
+// restored at once, and the keeper is held from reconnecting (HoldKeeper),
+// as a keeper slower to reconnect than connWait: Observe's watch then
+// opens on the balanced connection, and joins the anchor's stream down
+// the cut path. Then the keeper may reconnect, and the leader resigns.
 func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
@@ -252,15 +357,41 @@ func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct 
 		won <- l // nil if the round failed first
 	}()
 	awaitSecondKey(t, ctx, direct, name, a.Key(), a.Token().Revision())
-	link := cc.pinnedLink(t)
-	defer link.Restore()
+	cc.awaitPinned(t)
+	at, unanchor := cc.anchorWatch(t, ctx)
+	defer unanchor()
+	defer cc.restore()
+	shared := make(chan struct{}, 1)
+	testhook.SetHook(cc.s, func(p testhook.Point, err error) error {
+		if p == testhook.SharedWatch {
+			select {
+			case shared <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	})
+	defer testhook.SetHook(cc.s, nil)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := etcdlock.NewElection(cc.s, name).Observe(octx)
-	cutSoon(link)
 	if !awaitObserved(t, seen, "a", setupBound) {
 		t.FailNow()
 	}
+	release := testhook.HoldKeeper(cc.s)
+	defer release()
+	cc.cutAll()
+	waitFor(t, setupBound, "the keeper to leave the cut path", func() bool {
+		lent, _ := testhook.LentConn(cc.s)
+		return !lent
+	})
+	cc.restoreAllBut(at)
+	select {
+	case <-shared:
+	case <-time.After(setupBound):
+		t.Fatalf("Observe's watch did not open on the balanced connection within %v", setupBound)
+	}
+	release()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +421,7 @@ func awaitObserved(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string, 
 				return true
 			}
 		case <-deadline:
-			t.Errorf("Observe did not report leader %q within %v (its path to the leader cut as it started)", value, d)
+			t.Errorf("Observe did not report leader %q within %v (its watch opened down a cut path)", value, d)
 			return false
 		}
 	}
