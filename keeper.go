@@ -81,9 +81,7 @@ type keeper struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
-	// held, when set (by tests only), is closed when the keeper may
-	// connect: it waits for it before each connect.
-	held atomic.Pointer[chan struct{}]
+	held atomic.Pointer[chan struct{}] // tests only: see waitHeld
 
 	// batch is the client's group commit; nil without batching.
 	batch *batcher
@@ -238,12 +236,8 @@ func (k *keeper) run() {
 	}
 	b := newBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
-		if h := k.held.Load(); h != nil {
-			select {
-			case <-*h:
-			case <-k.ctx.Done():
-				continue
-			}
+		if !k.waitHeld() {
+			continue
 		}
 		conn, at, owned := k.connect()
 		start := time.Now()
@@ -437,23 +431,4 @@ func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
 			k.push(s, next)
 		}
 	}
-}
-
-type schedEntry struct {
-	due time.Time
-	s   kept
-	seq uint64
-}
-
-type schedHeap []schedEntry
-
-func (h schedHeap) Len() int           { return len(h) }
-func (h schedHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h schedHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *schedHeap) Push(x any)        { *h = append(*h, x.(schedEntry)) }
-func (h *schedHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }

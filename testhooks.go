@@ -43,6 +43,7 @@ func init() {
 	}
 	initKeyHooks()
 	initPathHooks()
+	initKeeperHooks()
 }
 
 func initKeyHooks() {
@@ -68,18 +69,6 @@ func initPathHooks() {
 	testhook.LentConn = func(s any) (lent, leader bool) {
 		c := s.(*Session).keeper.lent.Load().conn
 		return c != nil, c != nil && c.at.leader
-	}
-	testhook.HoldKeeper = func(s any) func() {
-		k := s.(*Session).keeper
-		h := make(chan struct{})
-		k.held.Store(&h)
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				k.held.CompareAndSwap(&h, nil)
-				close(h)
-			})
-		}
 	}
 	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
 		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
@@ -123,5 +112,37 @@ func initPathHooks() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.maxOps, b.maxBytes
+	}
+}
+
+// initKeeperHooks sets testhook.HoldKeeper.
+func initKeeperHooks() {
+	testhook.HoldKeeper = func(s any) func() {
+		k := s.(*Session).keeper
+		h := make(chan struct{})
+		k.held.Store(&h)
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				k.held.CompareAndSwap(&h, nil)
+				close(h)
+			})
+		}
+	}
+}
+
+// waitHeld waits, before the keeper connects, until a test's hold (set by
+// testhook.HoldKeeper; never otherwise) is released; false if the keeper
+// ended first.
+func (k *keeper) waitHeld() bool {
+	h := k.held.Load()
+	if h == nil {
+		return true
+	}
+	select {
+	case <-*h:
+		return true
+	case <-k.ctx.Done():
+		return false
 	}
 }

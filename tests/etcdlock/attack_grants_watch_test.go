@@ -2,11 +2,13 @@ package etcdlock_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -191,4 +193,29 @@ func awaitHeard(t *testing.T, what string, heard <-chan struct{}, acted time.Tim
 	case <-time.After(blackHoleBound):
 		t.Errorf("%s not heard within %v with the session's leader isolated", what, blackHoleBound)
 	}
+}
+
+// pinnedLink waits until cc's keeper lends its connection to the leader,
+// and returns the leader's link.
+func (cc *cutClient) pinnedLink(t *testing.T) *embedtest.Link {
+	t.Helper()
+	waitFor(t, setupBound, "the keeper pinned to the leader", func() bool {
+		lent, leader := testhook.LentConn(cc.s)
+		return lent && leader
+	})
+	leader := waitLeader(t, cc.c)
+	for i, m := range cc.c.Members() {
+		if m == leader {
+			return cc.links[i]
+		}
+	}
+	t.Fatal("the leader is not a member")
+	return nil
+}
+
+// cutSoon cuts l 0-3 ms after it is called: at the moment of an enqueue.
+// The pause places the fault; it stands in for no event.
+func cutSoon(l *embedtest.Link) {
+	time.Sleep(rand.N(3*time.Millisecond + 1))
+	l.Cut()
 }
