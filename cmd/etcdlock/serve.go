@@ -19,9 +19,11 @@ etcdlock run and an HTTP client of one name wait in one FIFO queue, with one
 token sequence.
 
   POST /v1/hold {"name":N,"wait":"30s","ttl":"10s","identity":ID,"try":false,"kind":"mutex"}
-      an NDJSON stream: {"event":"granted","token":...}, then "alive" lines
-      with valid_until, and "lost" with its cause if the grant ends. Closing
-      the request releases the grant at once (guarded by its token).
+      an NDJSON stream: {"event":"granted","token":...,"hold":H}, then
+      "alive" lines with valid_until, and "lost" with its cause if the grant
+      ends. Closing the request releases the grant at once (guarded by its
+      token); so does DELETE /v1/holds/H, which answers once the release has
+      committed (the stream then says "released" and ends).
   POST /v1/sessions {"ttl":"10s","identity":ID}, POST /v1/sessions/S/keepalive
       (within the TTL, else the session is closed and its locks freed),
       POST /v1/sessions/S/lock {"name":N,...}, POST /v1/sessions/S/unlock

@@ -1,0 +1,76 @@
+//go:build unix
+
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/etcdlock/etcdlock"
+)
+
+// TestServeReleaseHold: DELETE /v1/holds/{id} answers once the grant's
+// guarded delete has committed, the stream says "released" and ends, and
+// the same client's next hold of the name is granted at once, queued
+// behind nothing. A second DELETE, and a DELETE from another client (here
+// over TCP, the hold over the unix socket), are 404 not_held.
+func TestServeReleaseHold(t *testing.T) {
+	srv := startServer(t, nil, "--listen", "127.0.0.1:0")
+	name := uniqueName(t)
+	st, code, first := srv.open(t, "/v1/hold", map[string]any{"name": name})
+	id, _ := first["hold"].(string)
+	if code != http.StatusOK || first["event"] != "granted" || len(id) != 32 {
+		t.Fatalf("hold: %d %v; want a grant with a 128-bit hold id", code, first)
+	}
+	req, err := http.NewRequestWithContext(ctxFor(t, long), "DELETE", "http://"+srv.addr+"/v1/holds/"+id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_held"`) {
+		t.Fatalf("DELETE by another client: %d %s; want 404 not_held", resp.StatusCode, b)
+	}
+	if describe(t, newClient(t), name).Holder == nil {
+		t.Fatal("the hold went after another client's DELETE")
+	}
+	code, out := srv.do(t, "DELETE", "/v1/holds/"+id, nil)
+	if code != http.StatusOK || out["released"] != true || out["name"] != name || out["token"] != first["token"] {
+		t.Fatalf("DELETE: %d %v; want released, with the grant's name and token", code, out)
+	}
+	if st := describe(t, newClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
+		t.Fatalf("after DELETE answered: %+v; want the name free", st)
+	}
+	if m := st.next(t, "released"); m == nil {
+		t.Fatal("the stream ended without a released line")
+	}
+	if _, ok := <-st.lines; ok {
+		t.Fatal("the stream went on after released")
+	}
+	_, code, again := srv.open(t, "/v1/hold", map[string]any{"name": name, "try": true})
+	if code != http.StatusOK || again["event"] != "granted" {
+		t.Fatalf("the next hold: %d %v; want granted at once", code, again)
+	}
+	if a, b := holdToken(t, first["token"]), holdToken(t, again["token"]); b <= a {
+		t.Fatalf("tokens %d then %d; want growing", a, b)
+	}
+	if code, out := srv.do(t, "DELETE", "/v1/holds/"+id, nil); code != http.StatusNotFound || out["code"] != "not_held" {
+		t.Fatalf("a second DELETE: %d %v; want 404 not_held", code, out)
+	}
+}
+
+func holdToken(t *testing.T, v any) etcdlock.Token {
+	t.Helper()
+	s, _ := v.(string)
+	tok, err := etcdlock.ParseToken(s)
+	if err != nil {
+		t.Fatalf("token %v: %v", v, err)
+	}
+	return tok
+}
