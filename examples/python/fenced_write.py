@@ -10,7 +10,7 @@ while paused comes back with an old token and is refused.
 import sys
 import threading
 
-from etcdlock_client import LockError, hold
+from etcdlock_client import Client, LockError
 
 
 class FencedStore:
@@ -32,8 +32,9 @@ def main():
     name = sys.argv[2]
     store = FencedStore()
     tokens = []
+    locks = Client(host, int(port))  # its connections carry every hold below
     for writer in ("first", "second"):
-        with hold(name, host=host, port=int(port), identity=writer, wait="30s") as grant:
+        with locks.hold(name, identity=writer, wait="30s") as grant:
             store.put(writer, grant.token)
             tokens.append(grant.token)
     try:
@@ -43,13 +44,14 @@ def main():
     except ValueError as e:
         print("refused:", e)
     try:
-        # The second holder's close released the lock (a moment after: the
-        # release is the server's round trip to etcd), so this is granted.
-        with hold(name, host=host, port=int(port), wait="10s"):
+        # The second hold's release answered once it had committed, so a
+        # try of the name now is granted at once.
+        with locks.hold(name, try_=True):
             pass
     except LockError as e:
         print("unexpected:", e)
         return 1
+    locks.close()
     print("tokens", tokens[0], "<", tokens[1], "ok" if tokens[0] < tokens[1] else "FAIL")
     return 0 if tokens[0] < tokens[1] else 1
 
