@@ -105,7 +105,8 @@ func (b *keyBook) attempt(ctx context.Context, retry bool) (context.Context, cli
 // keepalives prove alive every renewal: when that path fails, the keeper
 // moves and the watch moves with it (its connection is retired, which also
 // ends the watch). While the keeper lends no connection (it is finding the
-// next one), watcher waits until it lends one, however long that takes: a
+// next one, or no member answers and its stream runs on the balanced
+// connection), watcher waits until it lends one, however long that takes: a
 // watch on the client's balanced connection could stay on a path that
 // silently drops packets for as long as the client's gRPC keepalive lets it
 // (by default, forever), and waiting costs no event. If ctx ends or stop is
