@@ -61,10 +61,6 @@ func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse
 // retried request here is idempotent.
 const attemptTimeout = 2 * time.Second
 
-// connWait bounds how long a watch waits for the keeper to lend a
-// connection before it opens on the client's balanced one (see watcher).
-const connWait = time.Second
-
 // commit sends op: on a first attempt through the client's batcher (when
 // the session batches), else as a Txn of its own, over the leader's
 // connection unless retry (see attempt).
@@ -105,40 +101,55 @@ func (b *keyBook) attempt(ctx context.Context, retry bool) (context.Context, cli
 // watcher returns the Watcher for the session's watches (a waiter's
 // predecessor watch, a grant's monitor, Observe) and a channel that is closed
 // when the watch must move: re-open it from the last revision seen + 1. With
-// pinning, a watch runs on the keeper's connection, the path its keepalives
-// prove alive every renewal: when that path fails, the keeper moves and the
-// watch moves with it (its connection is retired, which also ends the watch).
-// While the keeper lends no connection (it is finding the next one), watcher
-// waits up to connWait (less if ctx ends or stop is closed) for one; then it returns the
-// client's balanced connection until the keeper lends one. A watch on the
-// balanced connection alone could stay on a path that silently drops
-// packets for as long as the client's gRPC keepalive lets it (by default,
-// forever). Without pinning, on a wrapped client, or once the session has
-// ended, it returns the client and a nil channel.
+// pinning, a watch opens only on the keeper's connection, the path its
+// keepalives prove alive every renewal: when that path fails, the keeper
+// moves and the watch moves with it (its connection is retired, which also
+// ends the watch). While the keeper lends no connection (it is finding the
+// next one, or no member answers and its stream runs on the balanced
+// connection), watcher waits until it lends one, however long that takes: a
+// watch on the client's balanced connection could stay on a path that
+// silently drops packets for as long as the client's gRPC keepalive lets it
+// (by default, forever), and waiting costs no event. If ctx ends or stop is
+// closed first, it returns a Watcher that opens nothing (its watches end at
+// once) and a nil channel; the caller sees its context ended. Without
+// pinning, on a wrapped client, or once the session has ended (its keeper
+// lends nothing more), it returns the client and a nil channel.
 func (b *keyBook) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
 	s := b.s
-	if !s.opts.pinning || !plainClient(s.cli) || s.ctx.Err() != nil {
-		return s.cli, nil // an ended session's keeper lends nothing more
+	if !s.opts.pinning || !plainClient(s.cli) {
+		return s.cli, nil
 	}
-	l := s.keeper.lent.Load()
-	if l.conn == nil {
-		t := time.NewTimer(connWait)
-		select {
-		case <-l.moved:
-			l = s.keeper.lent.Load()
-		case <-t.C:
-		case <-ctx.Done():
-		case <-stop:
-		case <-s.ctx.Done():
+	for s.ctx.Err() == nil {
+		l := s.keeper.lent.Load()
+		if l.conn != nil {
+			return l.conn.watcher, l.moved
 		}
-		t.Stop()
+		_ = s.runHook(hookConnWait, nil) // tests: the watch waits for the keeper
+		select {
+		case <-l.moved: // lent a connection, or none again: load it
+		case <-s.ctx.Done():
+		case <-ctx.Done():
+			return noWatcher{}, nil
+		case <-stop:
+			return noWatcher{}, nil
+		}
 	}
-	if l.conn != nil {
-		return l.conn.watcher, l.moved
-	}
-	_ = s.runHook(hookSharedWatch, nil) // tests: it goes down the balancer's pick
-	return s.cli, l.moved
+	_ = s.runHook(hookSharedWatch, nil) // tests: on the balanced connection, ended
+	return s.cli, nil
 }
+
+// noWatcher is the Watcher of a watch that must not open: its watches end
+// at once, and nothing goes out on any connection.
+type noWatcher struct{}
+
+func (noWatcher) Watch(context.Context, string, ...clientv3.OpOption) clientv3.WatchChan {
+	ch := make(chan clientv3.WatchResponse)
+	close(ch)
+	return ch
+}
+
+func (noWatcher) RequestProgress(ctx context.Context) error { return ctx.Err() }
+func (noWatcher) Close() error                              { return nil }
 
 // watchCtx returns a child of ctx for one watch opened on the watcher that
 // keyBook.watcher returned with moved: it also ends when moved closes, so

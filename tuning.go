@@ -40,6 +40,7 @@ const (
 	hookReaped        = testhook.Reaped
 	hookHoldOff       = testhook.HoldOff
 	hookSharedWatch   = testhook.SharedWatch
+	hookConnWait      = testhook.ConnWait
 )
 
 // runHook calls the session's test hook, if any, at p.

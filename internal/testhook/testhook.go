@@ -32,7 +32,8 @@ const (
 	Monitor                    // the own-key monitor starts
 	Reaped                     // the reaper's delete returned; err is its error
 	HoldOff                    // a granted waiter starts to wait out a lock-delay
-	SharedWatch                // a watch opens on the client's balanced connection: the keeper lends none
+	SharedWatch                // a pinned session's watch opens on the client's balanced connection (only once the session has ended)
+	ConnWait                   // a pinned session's watch waits for the keeper to lend a connection
 	NumPoints
 )
 

@@ -1,21 +1,21 @@
 package etcdlock_test
 
 // Rounds of "the client's paths black-hole as a wait starts": a waiter, or
-// an Observe, whose client's paths black-hole as it starts must still hear
-// of the grant (or the new leader) within blackHoleBound of it in etcd.
-// Before every watch followed the keeper while it opened (paths.go,
-// watchCtx), a watch opened on the client's balanced connection while the
-// keeper lent none, down a path that had black-holed, stayed blocked in
-// clientv3's Watch, waiting for the server to confirm it, until the
-// caller's ctx ended. The rounds make that certain (see waiterRound and
-// observeRound): in the reported runs, where only the path to the leader
-// was cut 0-3 ms after Lock, it took a keeper slower to reconnect than
-// connWait (its backoff, jittered up to 1 s, plus findEndpoint's 200 ms)
-// and the balancer's pick of the cut path, about one round in ten.
+// an Observe, whose client's paths black-hole as it starts must never open
+// its watch on the client's balanced connection, however long the keeper
+// lends none (keyBook.watcher waits for the keeper), and must still hear
+// of the grant (or the new leader) within blackHoleBound of it in etcd once
+// the keeper lends a connection again. A watch used to wait 1 s for the
+// keeper, then open on the balanced connection (testhook.SharedWatch),
+// which may take a path that black-holed; watchCtx cancelled it when the
+// keeper lent again. Each round holds the keeper from reconnecting
+// (testhook.HoldKeeper) for keeperHold after the watch starts to wait
+// (testhook.ConnWait), longer than that 1 s, with the anchor watch holding
+// the client's watch stream on a cut path: a SharedWatch fails the round.
 //
 // By default each test runs blackHoleRoundsCI rounds (CI's time is short;
-// without watchCtx every round fails); ETCDLOCK_BLACKHOLE_ROUNDS=N runs N
-// (about 8 s a round):
+// with the old fallback every round fails); ETCDLOCK_BLACKHOLE_ROUNDS=N
+// runs N (about 10 s a round):
 //
 //	ETCDLOCK_BLACKHOLE_ROUNDS=8 go test -race -run 'BlackHoledAtStart' -v ./tests/etcdlock/
 
@@ -47,9 +47,13 @@ const (
 	blackHoleRoundsCI = 1
 	// cutTTL is the cut client's session TTL: the keepalives of a round
 	// where every path is cut stop for up to 10 s (cut, the keeper leaves
-	// the path, connWait, the keeper back on a member), and must not end
+	// the path, keeperHold, the keeper back on a member), and must not end
 	// the session.
 	cutTTL = 30 * time.Second
+	// keeperHold is how long a round holds the keeper from lending a
+	// connection once a watch waits for one: twice the 1 s a watch used
+	// to wait before it opened on the balanced connection.
+	keeperHold = 2 * time.Second
 	// setupBound bounds what a round waits for that the bound does not
 	// cover: an enqueue retried past the cut path, the keeper back on the
 	// leader after a restore.
@@ -70,120 +74,6 @@ func blackHoleRounds(t *testing.T) int {
 	return n
 }
 
-// cutClient is a session on a client whose path to every member goes
-// through a Link of its own (endpoint i is link i's endpoint i), so that
-// any one member's path can be cut. It has no gRPC keepalive (etcd's client
-// default): a cut path stays READY in its balancer, as a path that silently
-// drops packets does.
-type cutClient struct {
-	c     *embedtest.Cluster
-	cli   *clientv3.Client
-	links []*embedtest.Link
-	s     *etcdlock.Session
-}
-
-func newCutClient(t *testing.T, c *embedtest.Cluster) *cutClient {
-	t.Helper()
-	cc := &cutClient{c: c}
-	cfg := c.ClientConfig()
-	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 0, 0
-	cfg.AutoSyncInterval = 0 // never learn the members' own endpoints
-	cfg.Endpoints = nil
-	for i := range c.Members() {
-		l, err := c.NewLink()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		cc.links = append(cc.links, l)
-		cfg.Endpoints = append(cfg.Endpoints, l.Endpoints()[i])
-	}
-	cc.cli = clientFromConfig(t, cfg)
-	// A TTL that outlasts a round's cut of every path (cutTTL).
-	cc.s, _ = keptSession(t, c, cc.cli, etcdlock.WithTTL(cutTTL))
-	t.Cleanup(cc.restore) // runs before the session's Close
-	return cc
-}
-
-func (cc *cutClient) restore() { cc.restoreAllBut(-1) }
-
-// restoreAllBut restores every path but member i's.
-func (cc *cutClient) restoreAllBut(i int) {
-	for j, l := range cc.links {
-		if j != i {
-			l.Restore()
-		}
-	}
-}
-
-// cutAll cuts the path to every member.
-func (cc *cutClient) cutAll() {
-	for _, l := range cc.links {
-		l.Cut()
-	}
-}
-
-// watchMethod is etcd's Watch RPC (each message a member receives on a
-// watch stream counts in its Calls).
-const watchMethod = "/etcdserverpb.Watch/Watch"
-
-// anchorWatch opens a watch of the cut client's own with
-// WithRequireLeader, as the library opens its watches: clientv3 runs all of
-// a client's watches with the same metadata on one gRPC stream, so a watch
-// the library opens on the client's balanced connection joins this one's
-// stream, on the path it took (the balancer's pick). It returns the index
-// of the member at the end of that path, and a func that ends the watch.
-func (cc *cutClient) anchorWatch(t *testing.T, ctx context.Context) (int, func()) {
-	t.Helper()
-	ms := cc.c.Members()
-	counts := func() []int64 {
-		n := make([]int64, len(ms))
-		for i, m := range ms {
-			n[i] = m.Calls(watchMethod)
-		}
-		return n
-	}
-	for try := 0; try < 5; try++ {
-		before := counts()
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := cc.cli.Watch(wctx, "blackhole-anchor", clientv3.WithCreatedNotify())
-		if resp, ok := <-wch; !ok || !resp.Created {
-			cancel()
-			t.Fatalf("the anchor watch was not created: %v", resp.Err())
-		}
-		// Another watch may open meanwhile (the library's own, on the
-		// keeper's connection): only a count that grew on one member alone
-		// tells where the anchor runs.
-		at := -1
-		for i, n := range counts() {
-			if n == before[i] {
-				continue
-			}
-			if at >= 0 {
-				at = -2
-				break
-			}
-			at = i
-		}
-		if at >= 0 {
-			return at, cancel
-		}
-		cancel()
-	}
-	t.Fatal("could not tell which path the anchor watch took")
-	return 0, nil
-}
-
-// awaitPinned waits until the session's keeper runs on the leader's
-// connection (after the previous round's cut, it moves back there).
-func (cc *cutClient) awaitPinned(t *testing.T) {
-	t.Helper()
-	waitFor(t, setupBound, "the keeper pinned to the leader", func() bool {
-		lent, leader := testhook.LentConn(cc.s)
-		return lent && leader
-	})
-}
-
 // awaitSecondKey waits for the put of a second key under name, from
 // revision rev on: the waiter (or the second candidate) is in the queue.
 func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, name, first string, rev int64) {
@@ -202,15 +92,14 @@ func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, nam
 }
 
 // TestWaiterBlackHoledAtStart: a waiter whose paths are cut as it
-// enqueues, and whose watch then opens on the client's balanced connection
-// down a path that stays cut, is granted within blackHoleBound of the
-// holder's release once the keeper lends a connection again.
+// enqueues, while its keeper lends no connection, never opens its watch on
+// the client's balanced connection, and is granted within blackHoleBound
+// of the holder's release once the keeper lends a connection again.
 func TestWaiterBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
-	// No own-key monitor: its watch would open on the balanced connection
-	// too, and its SharedWatch, if first, would restore the paths while
-	// the waiter's own watch may still get the keeper's next connection.
+	// No own-key monitor: its watch would wait for the keeper too, and its
+	// ConnWait, if first, would start the round's hold before the waiter's.
 	testhook.SetMonitorDelay(cc.s, time.Hour)
 	direct := newClient(t, c)
 	hs := openSession(t, direct)
@@ -218,38 +107,38 @@ func TestWaiterBlackHoledAtStart(t *testing.T) {
 }
 
 // runRounds runs the test's rounds, each of which returns how long the
-// caller took to hear the change and whether that was within the bound
-// (a round that missed it has failed the test and ended its wait).
+// caller took to hear the change, and whether no watch opened on the
+// balanced connection and the change was heard within the bound (a round
+// that failed either has failed the test and ended its wait).
 func runRounds(t *testing.T, what string, round func() (time.Duration, bool)) {
 	var worst time.Duration
-	n, missed := blackHoleRounds(t), 0
+	n, failed := blackHoleRounds(t), 0
 	for i := range n {
 		took, ok := round()
 		if !ok {
-			missed++
+			failed++
 			continue
 		}
 		t.Logf("round %d: %s heard after %v", i, what, took.Round(time.Millisecond))
 		worst = max(worst, took)
 	}
-	t.Logf("%d of %d rounds missed the %v bound; the slowest %s of the others took %v", missed, n, blackHoleBound, what, worst.Round(time.Millisecond))
+	t.Logf("%d of %d rounds failed (a shared watch, or the %v bound missed); the slowest %s of the others took %v", failed, n, blackHoleBound, what, worst.Round(time.Millisecond))
 }
 
 // waiterRound is one round of TestWaiterBlackHoledAtStart: it returns the
-// time from the release to the grant, and whether it was heard in time.
+// time from the release to the grant, and whether it was heard in time and
+// no watch opened on the balanced connection.
 //
-// The round makes the reported fault certain instead of rare. The paths
-// are cut the moment the waiter's enqueue is answered (Enqueued): its
-// watch opens on the keeper's connection, which the keeper leaves (it
-// retires the connection's watcher, which ends the watch); no member
-// answers, so the keeper has no connection to lend, and after connWait the
-// re-opened watch goes on the client's balanced connection (SharedWatch).
-// It joins the client's watch stream, which the anchor watch holds on path
-// at, so it is sent down a cut path for sure (on its own it would take the
-// balancer's pick, one path in three). Every other path is then restored
-// and the holder releases: the keeper finds a member and lends its
-// connection, and the watch must move there, though clientv3's Watch is
-// still waiting for the cut path to confirm it.
+// The keeper is held from reconnecting, and the paths are cut the moment
+// the waiter's enqueue is answered (Enqueued): its watch opens on the
+// keeper's connection, which the keeper leaves (it retires the
+// connection's watcher, which ends the watch); the re-opened watch waits
+// for the keeper (ConnWait). For keeperHold it must not open on the
+// client's balanced connection (SharedWatch), which would join the
+// client's watch stream, held by the anchor watch on the cut path at.
+// Then every other path is restored, the keeper let go, and the holder
+// releases: the keeper finds a member and lends its connection, and the
+// watch opens there.
 func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
@@ -262,8 +151,10 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 	at, unanchor := cc.anchorWatch(t, ctx)
 	defer unanchor()
 	defer cc.restore()
+	release := testhook.HoldKeeper(cc.s)
+	defer release()
 	var cut sync.Once
-	shared := cc.sharedWatches(t, func() { cut.Do(cc.cutAll) })
+	h := cc.watchHooks(t, func() { cut.Do(cc.cutAll) })
 	lctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	type result struct {
@@ -277,20 +168,22 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 		granted <- result{l, err, time.Now()}
 	}()
 	select {
-	case <-shared:
+	case <-h.waits:
 	case r := <-granted:
-		t.Fatalf("the waiter returned (%v) before its watch opened on the balanced connection", r.err)
+		t.Fatalf("the waiter returned (%v) before its watch waited for the keeper", r.err)
 	case <-time.After(setupBound):
-		t.Fatalf("no watch of the waiter opened on the balanced connection within %v", setupBound)
+		t.Fatalf("no watch of the waiter waited for the keeper within %v", setupBound)
 	}
+	ok := h.noSharedWatch(t, keeperHold)
 	cc.restoreAllBut(at)
+	release()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	r, ok := <-granted, true
+	r := <-granted
 	if r.at.Sub(released) > blackHoleBound {
-		t.Errorf("the waiter not granted %v after the release (its watch opened down a cut path)", blackHoleBound)
+		t.Errorf("the waiter not granted %v after the release", blackHoleBound)
 		ok = false
 	}
 	if r.err != nil && ok {
@@ -301,12 +194,13 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 			t.Fatalf("unlock: %v", err)
 		}
 	}
-	return r.at.Sub(released), ok
+	return r.at.Sub(released), h.noSharedWatch(t, 0) && ok
 }
 
-// TestObserveBlackHoledAtStart: an Observe whose watch opens on the
-// client's balanced connection down a path that stays cut reports the new
-// leader within blackHoleBound of the old one's resignation.
+// TestObserveBlackHoledAtStart: an Observe whose paths are cut while its
+// keeper lends no connection never opens its watch on the client's
+// balanced connection, and reports the new leader within blackHoleBound of
+// the old one's resignation once the keeper lends a connection again.
 func TestObserveBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
@@ -317,15 +211,17 @@ func TestObserveBlackHoledAtStart(t *testing.T) {
 
 // observeRound is one round of TestObserveBlackHoledAtStart: it returns
 // the time from the resignation to the report of the new leader, and
-// whether it was reported in time.
+// whether it was reported in time and no watch opened on the balanced
+// connection.
 //
-// As in waiterRound, every path is cut once Observe follows the leader,
-// and the keeper leaves its path. Observe reads the leader again before it
-// watches, and a read needs a path: so every path but the anchor's is
-// restored at once, and the keeper is held from reconnecting (HoldKeeper),
-// as a keeper slower to reconnect than connWait: Observe's watch then
-// opens on the balanced connection, and joins the anchor's stream down
-// the cut path. Then the keeper may reconnect, and the leader resigns.
+// As in waiterRound, the keeper is held from reconnecting, every path is
+// cut once Observe follows the leader, and the keeper leaves its path.
+// Observe reads the leader again before it watches, and a read needs a
+// path: so every path but the anchor's is restored at once. Observe's
+// watch then waits for the keeper (ConnWait), and for keeperHold it must
+// not open on the balanced connection (SharedWatch), which would join the
+// anchor's stream down the cut path. Then the keeper may reconnect, and
+// the leader resigns.
 func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
 	t.Helper()
 	name := uniqueName(t)
@@ -344,13 +240,13 @@ func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct 
 	at, unanchor := cc.anchorWatch(t, ctx)
 	defer unanchor()
 	defer cc.restore()
-	shared := cc.sharedWatches(t, nil)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := etcdlock.NewElection(cc.s, name).Observe(octx)
 	if !awaitObserved(t, seen, "a", setupBound) {
 		t.FailNow()
 	}
+	h := cc.watchHooks(t, nil)
 	release := testhook.HoldKeeper(cc.s)
 	defer release()
 	cc.cutAll()
@@ -360,23 +256,24 @@ func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct 
 	})
 	cc.restoreAllBut(at)
 	select {
-	case <-shared:
+	case <-h.waits:
 	case <-time.After(setupBound):
-		t.Fatalf("Observe's watch did not open on the balanced connection within %v", setupBound)
+		t.Fatalf("Observe's watch did not wait for the keeper within %v", setupBound)
 	}
+	ok := h.noSharedWatch(t, keeperHold)
 	release()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
 	resigned := time.Now()
-	ok := awaitObserved(t, seen, "b", blackHoleBound)
+	ok = awaitObserved(t, seen, "b", blackHoleBound) && ok
 	took := time.Since(resigned)
 	if b := <-won; b == nil {
 		t.Fatal("the second candidate did not win")
 	} else if err := b.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return took, ok
+	return took, h.noSharedWatch(t, 0) && ok
 }
 
 // awaitObserved reads seen until it reports a leader with value, within
@@ -398,25 +295,4 @@ func awaitObserved(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string, 
 			return false
 		}
 	}
-}
-
-// sharedWatches sets cc's session hook until the test ends: the channel
-// gets a value when a watch opens on the client's balanced connection,
-// and onEnqueued (if not nil) runs when an enqueue is answered.
-func (cc *cutClient) sharedWatches(t *testing.T, onEnqueued func()) <-chan struct{} {
-	shared := make(chan struct{}, 1)
-	testhook.SetHook(cc.s, func(p testhook.Point, err error) error {
-		switch {
-		case p == testhook.Enqueued && err == nil && onEnqueued != nil:
-			onEnqueued()
-		case p == testhook.SharedWatch:
-			select {
-			case shared <- struct{}{}:
-			default:
-			}
-		}
-		return err
-	})
-	t.Cleanup(func() { testhook.SetHook(cc.s, nil) })
-	return shared
 }
