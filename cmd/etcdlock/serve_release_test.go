@@ -24,22 +24,7 @@ func TestServeReleaseHold(t *testing.T) {
 	if code != http.StatusOK || first["event"] != "granted" || len(id) != 32 {
 		t.Fatalf("hold: %d %v; want a grant with a 128-bit hold id", code, first)
 	}
-	req, err := http.NewRequestWithContext(ctxFor(t, long), "DELETE", "http://"+srv.addr+"/v1/holds/"+id, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_held"`) {
-		t.Fatalf("DELETE by another client: %d %s; want 404 not_held", resp.StatusCode, b)
-	}
-	if describe(t, newClient(t), name).Holder == nil {
-		t.Fatal("the hold went after another client's DELETE")
-	}
+	deleteFromAnotherClient(t, srv.addr, id, name)
 	code, out := srv.do(t, "DELETE", "/v1/holds/"+id, nil)
 	if code != http.StatusOK || out["released"] != true || out["name"] != name || out["token"] != first["token"] {
 		t.Fatalf("DELETE: %d %v; want released, with the grant's name and token", code, out)
@@ -47,12 +32,7 @@ func TestServeReleaseHold(t *testing.T) {
 	if st := describe(t, newClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("after DELETE answered: %+v; want the name free", st)
 	}
-	if m := st.next(t, "released"); m == nil {
-		t.Fatal("the stream ended without a released line")
-	}
-	if _, ok := <-st.lines; ok {
-		t.Fatal("the stream went on after released")
-	}
+	checkReleasedLine(t, st)
 	_, code, again := srv.open(t, "/v1/hold", map[string]any{"name": name, "try": true})
 	if code != http.StatusOK || again["event"] != "granted" {
 		t.Fatalf("the next hold: %d %v; want granted at once", code, again)
@@ -73,4 +53,38 @@ func holdToken(t *testing.T, v any) etcdlock.Token {
 		t.Fatalf("token %v: %v", v, err)
 	}
 	return tok
+}
+
+// deleteFromAnotherClient sends DELETE /v1/holds/id over TCP (the hold was
+// taken over the unix socket: another client) and wants 404 not_held,
+// name still held.
+func deleteFromAnotherClient(t *testing.T, addr, id, name string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxFor(t, long), "DELETE", "http://"+addr+"/v1/holds/"+id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_held"`) {
+		t.Fatalf("DELETE by another client: %d %s; want 404 not_held", resp.StatusCode, b)
+	}
+	if describe(t, newClient(t), name).Holder == nil {
+		t.Fatal("the hold went after another client's DELETE")
+	}
+}
+
+// checkReleasedLine wants st's next line to be "released", then its end.
+func checkReleasedLine(t *testing.T, st *stream) {
+	t.Helper()
+	if m := st.next(t, "released"); m == nil {
+		t.Fatal("the stream ended without a released line")
+	}
+	if _, ok := <-st.lines; ok {
+		t.Fatal("the stream went on after released")
+	}
 }
