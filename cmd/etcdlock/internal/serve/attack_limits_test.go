@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,5 +52,31 @@ func TestAttackServeSharedLeasesUnbounded(t *testing.T) {
 	}
 	if got := len(resp.Leases) - 1; got > 2 { // less the Go holder's
 		t.Fatalf("one client bounded to 1 session and 1 stream made the server hold %d leases in etcd", got)
+	}
+}
+
+// TestAttackServeLoopbackSourceBypass: a client is its remote IP, and a
+// unix socket's clients are one ("they share a machine"); but over TCP on
+// loopback every 127.0.0.0/8 source address is a client of its own: one
+// local process binds 127.0.0.2, .3, ... and opens MaxClientSessions (here
+// 1) sessions from each, up to the total bound.
+func TestAttackServeLoopbackSourceBypass(t *testing.T) {
+	_, _, addr := startTestServer(t, Config{MaxClientSessions: 1})
+	opened := 0
+	for i := 2; i <= 6; i++ {
+		src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(i))}
+		c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: src}).DialContext}}
+		resp, err := c.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`{"ttl":"1h"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			opened++
+		}
+	}
+	if opened > 1 {
+		t.Fatalf("one local process (MaxClientSessions 1) opened %d sessions from %d loopback source addresses", opened, 5)
 	}
 }
