@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestAttackServeUnreadBodyHoldsConn: a request whose body the server
@@ -86,5 +89,39 @@ func TestAttackServeUncleanPathNotJSON(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			t.Errorf("POST %s: %s %s %q; want the JSON error shape", path, resp.Status, ct, b)
 		}
+	}
+}
+
+// TestAttackServeUnreadBodyDelaysStop: one unauthenticated connection of
+// the kind above makes the server's stop wait Shutdown's 10 s, and Serve
+// then return an error (etcdlock serve exits non-zero on SIGTERM); the
+// connection's goroutine outlives Serve.
+func TestAttackServeUnreadBodyDelaysStop(t *testing.T) {
+	c := embedtest.Start(t, embedtest.WithMembers(1))
+	srv, err := New(c.TestClient(t), Config{AuthToken: "secret", BodyTimeout: time.Second,
+		State: func(context.Context, string) (any, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	addr := ln.Addr().String()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/hold HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", addr)
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	cancel()
+	err = <-served
+	if d := time.Since(start); d > 3*time.Second || err != nil {
+		t.Fatalf("Serve returned %v after its context ended: %v", d.Round(time.Millisecond), err)
 	}
 }
