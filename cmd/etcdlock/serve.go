@@ -36,7 +36,8 @@ kind is "mutex" (default), "semaphore" (with "n"), "read" or "write".
 Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
 session_expired, not_found, method_not_allowed, unavailable,
-permission_denied, cross_site and unsupported_media_type. Keys are exact:
+permission_denied, cross_site, unsupported_media_type and too_many (429,
+with Retry-After, past a --max-* bound). Keys are exact:
 a key given twice, or in another case than documented, is
 invalid_argument. A body must be Content-Type: application/json.
 

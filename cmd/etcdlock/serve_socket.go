@@ -24,8 +24,15 @@ const socketProbeTimeout = time.Second
 //   - a socket whose dial fails otherwise than refused (it cannot tell).
 //
 // A socket whose dial is refused is a stale one of an earlier run: it is
-// removed first.
+// removed first. Serves starting on one path take turns (a lock on
+// PATH.lock, left beside the socket), so that one never removes the socket
+// another has just bound.
 func listenSocket(path string) (net.Listener, error) {
+	unlock, err := lockSocketPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
@@ -56,4 +63,18 @@ func removeStaleSocket(path string) error {
 		return fmt.Errorf("cannot tell whether %s is in use: %w", path, err)
 	}
 	return os.Remove(path)
+}
+
+// lockSocketPath takes the exclusive lock of path (flock on path+".lock",
+// created 0600 if need be) and returns its release.
+func lockSocketPath(path string) (func(), error) {
+	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s.lock: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
 }

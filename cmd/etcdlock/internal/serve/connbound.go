@@ -11,7 +11,11 @@ package serve
 //   - keepalive probes after keepaliveIdle of silence, every
 //     keepaliveInterval: a waiting stream sends nothing, so the probes are
 //     what the timeout counts on;
-//   - a write deadline of ttl on every line (a client that stops reading).
+//   - a write deadline of ttl on every line: a client that stops reading
+//     while its kernel goes on acknowledging (a process stopped with
+//     SIGSTOP) is dropped only once its receive window is full, which at
+//     the alive lines' rate takes long (tens of minutes): such a client is
+//     bounded by the fence, not by this.
 //
 // A dropped connection ends the request's context: a waiter leaves the
 // queue, a grant is released (stream.go). A unix socket's client is on
@@ -20,6 +24,8 @@ package serve
 import (
 	"context"
 	"net"
+	"net/http"
+	"sync"
 	"time"
 )
 
@@ -52,4 +58,38 @@ func boundConn(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	return setUserTimeout(c, ttl)
+}
+
+// connSet is the server's open connections (http.Server's ConnState), so
+// that stopping can end every read at once: a connection whose request
+// body the server drains (an answer given without reading it) would hold
+// Shutdown for as long as its client sends nothing. Safe for concurrent
+// use.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func newConnSet() *connSet { return &connSet{conns: map[net.Conn]struct{}{}} }
+
+// track is http.Server's ConnState.
+func (cs *connSet) track(c net.Conn, st http.ConnState) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		cs.conns[c] = struct{}{}
+	case http.StateClosed, http.StateHijacked:
+		delete(cs.conns, c)
+	}
+}
+
+// endReads makes every open connection's reads fail from now on (writes
+// go on: a stream still says why it ends).
+func (cs *connSet) endReads() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for c := range cs.conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
 }

@@ -47,7 +47,7 @@ func (srv *Server) crossSite(r *http.Request) *apiError {
 func (srv *Server) names(local *net.TCPAddr, host string) bool {
 	name, port, err := net.SplitHostPort(host)
 	if err != nil {
-		name, port = host, "80"
+		name, port = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "80"
 	}
 	if port != strconv.Itoa(local.Port) {
 		return false

@@ -34,6 +34,7 @@ func (srv *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
+		w.Header().Del("Connection") // read to its end: the connection may serve more (see ServeHTTP)
 	}
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -56,13 +57,13 @@ func (srv *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// checkKeys checks that body, if it is a JSON object, has each key once and
-// only keys in names (exactly, case included). Other malformations are left
-// to the decoder, which reports them.
+// checkKeys checks that body is a JSON object with each key once and only
+// keys in names (exactly, case included). Other malformations are left to
+// the decoder, which reports them.
 func checkKeys(body []byte, names map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
+		return errorf(codeInvalidArgument, "bad JSON body: want one JSON object")
 	}
 	seen := map[string]bool{}
 	for dec.More() {

@@ -19,7 +19,7 @@ type heldStream struct {
 	// Set when the grant is in, then read-only.
 	name   string
 	token  etcdlock.Token
-	client string       // clientOf the request that holds
+	client string       // ownerOf the request that holds
 	end    func() error // the grant's release (once; its result kept)
 	// released is closed by the DELETE once end returned nil: the stream
 	// then says "released" and ends.
@@ -48,7 +48,7 @@ func (srv *Server) releaseHold(w http.ResponseWriter, r *http.Request) {
 	srv.mu.Lock()
 	h := srv.holds[r.PathValue("id")]
 	srv.mu.Unlock()
-	if h == nil || h.client != clientOf(r) {
+	if h == nil || h.client != ownerOf(r) {
 		srv.writeError(w, &apiError{code: codeNotHeld, status: http.StatusNotFound,
 			msg: "no such hold (it was released, ended, or never was)"})
 		return

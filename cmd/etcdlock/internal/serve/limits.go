@@ -36,13 +36,20 @@ type counts struct {
 	total    int
 }
 
-// clientOf names r's client for the bounds.
+// clientOf names r's client for the bounds: "local" for a unix socket's or
+// a loopback address's (one machine, whichever of 127/8 it dials from), an
+// IPv6 address by its /64 (one host's share of addresses), else the
+// remote IP.
 func clientOf(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil || host == "" {
+	ip := net.ParseIP(host)
+	switch {
+	case err != nil || ip == nil || ip.IsLoopback():
 		return "local"
+	case ip.To4() == nil:
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
-	return host
+	return ip.String()
 }
 
 // admit counts one more of c's open things in n, unless that would pass
@@ -88,4 +95,14 @@ func orDefault[T int | time.Duration](n, def T) T {
 		return n
 	}
 	return def
+}
+
+// ownerOf names r's client as the owner of a hold (holds.go): its exact
+// remote IP, or "local" for a unix socket's.
+func ownerOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); err == nil && ip != nil {
+		return ip.String()
+	}
+	return "local"
 }

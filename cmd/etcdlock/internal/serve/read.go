@@ -92,6 +92,10 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer admitted()
+	if err := boundConn(r.Context(), defaultTTL); err != nil {
+		srv.writeError(w, errorf(codeUnavailable, "bounding the connection: %v", err))
+		return
+	}
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
 	s, done, err := srv.useShared(ctx, defaultTTL)

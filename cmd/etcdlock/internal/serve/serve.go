@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -129,6 +130,19 @@ func (srv *Server) routes() {
 // ServeHTTP refuses what a web page could have sent (crossSite), checks
 // the bearer token, if one is required, then serves.
 func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// A body nobody reads (an error answer, a route that takes none)
+		// would be drained by the HTTP server after the answer, as long as
+		// the client likes: the connection closes after the answer instead,
+		// and the read is bounded meanwhile. decode, which reads the body
+		// to its end, lifts both.
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(orDefault(srv.cfg.BodyTimeout, defaultBodyTimeout)))
+	}
+	if path.Clean(r.URL.Path) != r.URL.Path {
+		srv.writeError(w, errorf(codeNotFound, "no such endpoint: %s %s (paths are not cleaned)", r.Method, r.URL.Path))
+		return
+	}
 	if err := srv.crossSite(r); err != nil {
 		srv.writeError(w, err)
 		return
@@ -176,8 +190,9 @@ func (p *headerProbe) WriteHeader(code int)        { p.code = code }
 // accepting, ends every stream (each releases its grant, guarded), waits
 // for every handler, closes every session (see stop) and returns.
 func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
+	conns := newConnSet()
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn,
-		IdleTimeout: orDefault(srv.cfg.IdleTimeout, defaultIdleTimeout)}
+		IdleTimeout: orDefault(srv.cfg.IdleTimeout, defaultIdleTimeout), ConnState: conns.track}
 	failed := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { failed <- hs.Serve(ln) }()
@@ -195,6 +210,7 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		_ = ln.Close()
 	}
 	srv.stopAll(errStopping)
+	conns.endReads() // a read that blocks (a body drained) must not hold the stop
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Shutdown closes the listeners too: one closed above and still in

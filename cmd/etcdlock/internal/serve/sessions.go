@@ -236,6 +236,12 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer admitted()
+	// A waiting lock request counts as a keepalive: its connection must not
+	// outlive the session's ttl unanswered (connbound.go).
+	if err := boundConn(r.Context(), cs.ttl); err != nil {
+		srv.writeError(w, errorf(codeUnavailable, "bounding the connection by the ttl: %v", err))
+		return
+	}
 	defer cs.request()()
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()

@@ -16,6 +16,10 @@ import (
 // defaultSharedIdle is Config.SharedIdle's default.
 const defaultSharedIdle = 30 * time.Second
 
+// maxSharedTTLs bounds the TTLs with a shared session (a lease each) at
+// once: a client trying many TTLs is refused too_many past it.
+const maxSharedTTLs = 16
+
 // sharedSession is the session of one TTL and who uses it. Its fields are
 // guarded by Server.mu.
 type sharedSession struct {
@@ -31,6 +35,9 @@ type sharedSession struct {
 func (srv *Server) useShared(ctx context.Context, ttl time.Duration) (*etcdlock.Session, func(), error) {
 	if s, ok := srv.takeShared(ttl, nil); ok {
 		return s, srv.doneShared(ttl), nil
+	}
+	if err := srv.roomForShared(ttl); err != nil {
+		return nil, nil, err
 	}
 	s, err := srv.newSession(ctx, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
 		etcdlock.WithLogger(srv.cfg.Logger), etcdlock.WithObserver(srv.obs))
@@ -126,4 +133,15 @@ func (srv *Server) sharedIdle() time.Duration {
 		return d
 	}
 	return defaultSharedIdle
+}
+
+// roomForShared returns too_many when a new shared session for ttl would
+// pass maxSharedTTLs (a lost one's replacement takes its place).
+func (srv *Server) roomForShared(ttl time.Duration) error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.shared[ttl] == nil && len(srv.shared) >= maxSharedTTLs {
+		return errorf(codeTooMany, "the server has shared leases of %d ttls, the most it keeps: use one of theirs", len(srv.shared))
+	}
+	return nil
 }

@@ -168,20 +168,15 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		srv.writeError(w, err)
 		return
 	}
-	s, done, err := srv.useShared(ctx, ttl)
-	if err != nil {
-		srv.writeError(w, err)
-		return
-	}
-	defer done() // after the release (deferred below)
 	wctx, wcancel := waitCtx(hctx, wait)
-	g, err := acquire(wctx, s)
+	s, done, g, err := srv.acquireShared(ctx, wctx, ttl, acquire)
 	wcancel()
 	if err != nil {
 		srv.writeError(w, err)
 		return
 	}
-	h := &heldStream{name: req.Name, token: g.token, client: clientOf(r), released: make(chan struct{}),
+	defer done() // after the release (deferred below)
+	h := &heldStream{name: req.Name, token: g.token, client: ownerOf(r), released: make(chan struct{}),
 		end: sync.OnceValue(g.end)} // at most once: a second Unlock waits for the first's result
 	defer h.end()
 	id, remove := srv.addHold(h)
@@ -202,8 +197,9 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may be gone
 	say := func(v any) error {
-		// A client that stops reading (its window full) holds no longer
-		// than the ttl either (connbound.go).
+		// A client that stops reading holds no longer than the ttl once its
+		// receive window is full (connbound.go); until then its kernel
+		// acknowledges the small alive lines, which takes long.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.TTL()))
 		err := enc.Encode(v)
 		if f, ok := w.(http.Flusher); ok {
@@ -251,6 +247,29 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 			if say(map[string]string{"event": "alive", "valid_until": s.ValidUntil().UTC().Format(time.RFC3339Nano)}) != nil {
 				return // the client went
 			}
+		}
+	}
+}
+
+// acquireShared takes a grant with acquire (bounded by wctx) on the shared
+// session of ttl, and returns it with the end of the session's use (call
+// it after the release). A session found lost as the grant was asked for
+// (it was lost just before, and nobody had replaced it yet) is replaced
+// once: the client never had that session, so its loss is not the
+// client's to hear.
+func (srv *Server) acquireShared(ctx, wctx context.Context, ttl time.Duration, acquire func(context.Context, *etcdlock.Session) (grant, error)) (*etcdlock.Session, func(), grant, error) {
+	for try := 0; ; try++ {
+		s, done, err := srv.useShared(ctx, ttl)
+		if err != nil {
+			return nil, nil, grant{}, err
+		}
+		g, err := acquire(wctx, s)
+		if err == nil {
+			return s, done, g, nil
+		}
+		done()
+		if try > 0 || s.Err() == nil || wctx.Err() != nil {
+			return nil, nil, grant{}, err
 		}
 	}
 }
