@@ -67,10 +67,33 @@ func boundConn(ctx context.Context, ttl time.Duration) error {
 // use.
 type connSet struct {
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	conns map[net.Conn]bool // true while it carries a stream (see streaming)
 }
 
-func newConnSet() *connSet { return &connSet{conns: map[net.Conn]struct{}{}} }
+func newConnSet() *connSet { return &connSet{conns: map[net.Conn]bool{}} }
+
+// streaming marks ctx's connection as carrying a stream until the returned
+// func is called: endReads leaves it alone, so that the stream, ended by
+// the stop, still says why on it (its request's context ending first
+// would end it silently).
+func (cs *connSet) streaming(ctx context.Context) (done func()) {
+	c, ok := ctx.Value(connKey{}).(net.Conn)
+	if !ok {
+		return func() {}
+	}
+	cs.mu.Lock()
+	if _, open := cs.conns[c]; open {
+		cs.conns[c] = true
+	}
+	cs.mu.Unlock()
+	return func() {
+		cs.mu.Lock()
+		if _, open := cs.conns[c]; open {
+			cs.conns[c] = false
+		}
+		cs.mu.Unlock()
+	}
+}
 
 // track is http.Server's ConnState.
 func (cs *connSet) track(c net.Conn, st http.ConnState) {
@@ -78,18 +101,20 @@ func (cs *connSet) track(c net.Conn, st http.ConnState) {
 	defer cs.mu.Unlock()
 	switch st {
 	case http.StateNew:
-		cs.conns[c] = struct{}{}
+		cs.conns[c] = false
 	case http.StateClosed, http.StateHijacked:
 		delete(cs.conns, c)
 	}
 }
 
-// endReads makes every open connection's reads fail from now on (writes
-// go on: a stream still says why it ends).
+// endReads makes the reads of every open connection that carries no
+// stream fail from now on.
 func (cs *connSet) endReads() {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	for c := range cs.conns {
-		_ = c.SetReadDeadline(time.Now())
+	for c, streaming := range cs.conns {
+		if !streaming {
+			_ = c.SetReadDeadline(time.Now())
+		}
 	}
 }

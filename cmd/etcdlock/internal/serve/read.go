@@ -92,6 +92,7 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer admitted()
+	defer srv.conns.streaming(r.Context())()
 	if err := boundConn(r.Context(), defaultTTL); err != nil {
 		srv.writeError(w, errorf(codeUnavailable, "bounding the connection: %v", err))
 		return

@@ -69,6 +69,7 @@ type Server struct {
 	obs     *lockmetrics.Metrics
 	metrics serverMetrics
 	mux     *http.ServeMux
+	conns   *connSet // the open connections (connbound.go)
 	// stopping ends (cause errStopping) when the server stops: every hold
 	// and campaign releases and ends its stream.
 	stopping context.Context
@@ -106,6 +107,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv.stopping, srv.stopAll = context.WithCancelCause(context.Background())
+	srv.conns = newConnSet()
 	srv.routes()
 	return srv, nil
 }
@@ -190,7 +192,7 @@ func (p *headerProbe) WriteHeader(code int)        { p.code = code }
 // accepting, ends every stream (each releases its grant, guarded), waits
 // for every handler, closes every session (see stop) and returns.
 func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
-	conns := newConnSet()
+	conns := srv.conns
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ConnContext: withConn,
 		IdleTimeout: orDefault(srv.cfg.IdleTimeout, defaultIdleTimeout), ConnState: conns.track}
 	failed := make(chan error, len(lns))
@@ -210,7 +212,7 @@ func (srv *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		_ = ln.Close()
 	}
 	srv.stopAll(errStopping)
-	conns.endReads() // a read that blocks (a body drained) must not hold the stop
+	conns.endReads() // a read that blocks (a body drained) must not hold the stop; streams end on stopAll
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Shutdown closes the listeners too: one closed above and still in

@@ -236,6 +236,7 @@ func (srv *Server) sessionLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer admitted()
+	defer srv.conns.streaming(r.Context())()
 	// A waiting lock request counts as a keepalive: its connection must not
 	// outlive the session's ttl unanswered (connbound.go).
 	if err := boundConn(r.Context(), cs.ttl); err != nil {

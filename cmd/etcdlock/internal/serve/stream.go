@@ -157,6 +157,7 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		return
 	}
 	defer admitted()
+	defer srv.conns.streaming(r.Context())()
 	if err := boundConn(r.Context(), ttl); err != nil {
 		srv.writeError(w, errorf(codeUnavailable, "bounding the connection by the ttl: %v", err))
 		return
