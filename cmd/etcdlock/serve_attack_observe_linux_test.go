@@ -33,6 +33,7 @@ time.sleep(3600)
 // SharedIdle (30 s). Want the lease gone within the default ttl (10 s) +
 // SharedIdle + slack.
 func TestAttackServeVanishedObserver(t *testing.T) {
+	t.Parallel() // its own namespace, server and names; mostly waits
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("needs python3")
 	}

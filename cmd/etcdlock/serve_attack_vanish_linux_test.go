@@ -47,6 +47,7 @@ time.sleep(3600)
 // lives until Go's default TCP keepalive gives up (15 s + 9 x 15 s), so
 // the held name stays held for minutes.
 func TestAttackServeVanishedSessionWaiter(t *testing.T) {
+	t.Parallel() // its own namespace, server and names; mostly waits
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("needs python3")
 	}

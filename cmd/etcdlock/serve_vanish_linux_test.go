@@ -5,15 +5,18 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
 )
+
+// netnsSeq numbers the namespaces of this process.
+var netnsSeq atomic.Int64
 
 // netns is a network namespace joined to this one by a veth pair: a host
 // the test can make vanish (its link goes down: from then on packets
@@ -35,7 +38,9 @@ func newNetns(t *testing.T) *netns {
 		}
 		t.Skip("needs root and iproute2 to put a client in a network namespace")
 	}
-	n := rand.IntN(250) + 1
+	// Distinct in this process (tests that use one run side by side), and
+	// apart from a killed run's leftovers as far as the pid goes.
+	n := (os.Getpid()+int(netnsSeq.Add(1)))%250 + 1
 	ns := &netns{name: fmt.Sprintf("etcdlock-test-%d", n), hostIP: fmt.Sprintf("10.213.%d.1", n),
 		nsIP: fmt.Sprintf("10.213.%d.2", n), hostIf: fmt.Sprintf("etlh%d", n), peerIf: fmt.Sprintf("etln%d", n)}
 	_ = exec.Command("ip", "netns", "del", ns.name).Run() // a leftover of a killed run
@@ -76,6 +81,7 @@ func (ns *netns) vanish(t *testing.T) { ns.ip(t, "link", "set", ns.peerIf, "down
 // the awaited one as its keepalive probes do (TCP alone would keep both
 // connections for about 15 minutes).
 func TestServeVanishedClient(t *testing.T) {
+	t.Parallel() // its own namespace, server and names; mostly waits
 	ns := newNetns(t)
 	srv := startServer(t, nil, "--listen", ns.hostIP+":0")
 	cli := newClient(t)
