@@ -5,6 +5,7 @@ package etcdlock
 //
 //	etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>   a queue key
 //	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go says why)
+//	etcdlock/<escaped name>%!/p/<kind tag>/<lease hex>-<waiter id hex>   a pass record (lockdelay_record.go)
 //	etcdlock/<escaped name>%!done            the name's completion record (once.go)
 //	etcdlock/<escaped name>%!broken          the name's break marker (end.go)
 //

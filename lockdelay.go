@@ -22,6 +22,7 @@ type heldOff struct {
 	d      time.Duration // the key's lock-delay; 0: none
 	passed time.Time     // the end of a delay the key passed on; zero: none
 	key    string
+	create int64            // the key's create revision
 	lease  clientv3.LeaseID // the key's
 	rev    int64            // the deletion's revision; 0: unknown (a read found the key gone)
 	seen   time.Time        // when the waiter saw it go
@@ -42,7 +43,7 @@ func (h heldOff) end() time.Time {
 func delayOf(kv *mvccpb.KeyValue, rev int64, seen time.Time) (heldOff, bool) {
 	v := decodeValue(kv.Value)
 	h := heldOff{d: v.lockDelay(), passed: v.passed(), key: string(kv.Key),
-		lease: clientv3.LeaseID(kv.Lease), rev: rev, seen: seen}
+		create: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), rev: rev, seen: seen}
 	return h, h.d > 0 || !h.passed.IsZero()
 }
 
@@ -62,18 +63,18 @@ func (w *waiter) noteDelete(ev *clientv3.Event) {
 	}
 }
 
-// watchDelays keeps, of the keys ahead (as a read returned them, with
-// their values) that plan watches, those that set a delay, so that a
-// deletion the wait learns of only by a read does not drop it (noteMissed).
+// watchDelays keeps the keys ahead that plan watches (as a read returned
+// them, with their values and the delays they set), so that a deletion the
+// wait learns of only by a read does not drop a delay (noteMissed): one the
+// key set, or one it passed on after that read (its pass record).
 func (w *waiter) watchDelays(plan watchPlan, ahead []*mvccpb.KeyValue) {
 	w.watched = w.watched[:0]
 	for _, kv := range ahead {
 		if k := string(kv.Key); k != plan.key && !plan.set[k] {
 			continue
 		}
-		if h, ok := delayOf(kv, 0, time.Time{}); ok {
-			w.watched = append(w.watched, h)
-		}
+		h, _ := delayOf(kv, 0, time.Time{})
+		w.watched = append(w.watched, h)
 	}
 }
 
@@ -88,19 +89,27 @@ func (w *waiter) forget(key string) {
 }
 
 // noteMissed, at a grant after a wait that saw no deletion with a delay,
-// takes a watched key with a delay that is gone from ahead as the key to
-// hold off for, seen now: the wait learned of its deletion from a read (after
-// a compaction, or one before its watch began), which carries no deleted
-// value and no revision. holdOff then asks whether its lease is gone now.
+// takes a watched key that is gone from ahead and set a delay, or passed
+// one on (in its value as a read saw it, or in its pass record as the last
+// read found it), as the key to hold off for, seen now: the wait learned of
+// its deletion from a read (after a compaction, or one before its watch
+// began), which carries no deleted value and no revision. holdOff then asks
+// whether its lease is gone now.
 func (w *waiter) noteMissed(ahead []*mvccpb.KeyValue) {
-	defer func() { w.watched = w.watched[:0] }()
+	defer func() { w.watched, w.records = w.watched[:0], w.records[:0] }()
 	if w.delay.d > 0 || !w.delay.passed.IsZero() {
 		return
 	}
 	now := time.Now()
 	for _, h := range w.watched {
+		if inAhead(ahead, h.key) {
+			continue
+		}
 		h.seen = now
-		if !inAhead(ahead, h.key) && h.end().After(w.delay.end()) {
+		if p := recordedPass(w.records, h); p.After(h.passed) {
+			h.passed = p
+		}
+		if h.end().After(w.delay.end()) {
 			w.delay = h // of several gone (a semaphore's), the latest end
 		}
 	}
@@ -191,13 +200,14 @@ func (w *waiter) wentWithLease(ctx context.Context, h heldOff) (bool, error) {
 // key as soon as the hold-off starts (guarded by its create revision), so
 // that however the key goes meanwhile (its caller gives up, Session.Close,
 // its lease ends, its process dies) the waiter behind sees the delay with
-// the deletion, and a read of the queue sees it too. Best effort, bounded
+// the deletion, and a read of the queue sees it (or, once the key is gone,
+// its pass record: lockdelay_record.go). Best effort, bounded
 // by the delay itself (the grant never waits for it): one that fails
 // leaves abandon's.
 func (w *waiter) writePass(ctx context.Context, end time.Time) {
 	ctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	it := reapItem{key: w.key, rev: w.rev, pass: w.passValue(end)}
+	it := reapItem{key: w.key, rev: w.rev, pass: w.passValue(end), passUntil: end}
 	if rev, err := w.q.s.book.passOn(ctx, &it); err == nil && rev > 0 {
 		w.valueRev = rev
 	}
@@ -223,23 +233,6 @@ func (w *waiter) pendingDelay() time.Time {
 // it passes on (rounded up to the millisecond: never earlier).
 func (w *waiter) passValue(end time.Time) string {
 	v := decodeValue([]byte(w.q.s.value(w.sk, w.grantedAt)))
-	v.Pass = (end.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	v.Pass = passMillis(end)
 	return v.encode()
-}
-
-// passOn writes it.pass (the key's value with the delay passed on) into
-// its key, guarded by its create revision (so never into a later key of the
-// name): the waiter behind sees the key's deletion with that value. It
-// returns the write's revision, 0 when the key was gone.
-func (b *keyBook) passOn(ctx context.Context, it *reapItem) (int64, error) {
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	defer cancel()
-	resp, err := b.s.cli.Txn(actx).
-		If(clientv3.Compare(clientv3.CreateRevision(it.key), "=", it.rev)).
-		Then(clientv3.OpPut(it.key, it.pass, clientv3.WithIgnoreLease())).
-		Commit()
-	if err != nil || !resp.Succeeded {
-		return 0, err
-	}
-	return resp.Header.Revision, nil
 }

@@ -338,5 +338,21 @@ func (w *waiter) readAt(ctx context.Context, rev int64, pol policy, retry bool) 
 	}
 	actx, kv, done := w.q.s.book.attempt(ctx, retry)
 	defer done()
-	return kv.Get(actx, w.q.dir, opts...)
+	if len(w.watched) == 0 {
+		return kv.Get(actx, w.q.dir, opts...)
+	}
+	// A wait that watched keys reads their pass records at the same
+	// revision, in case one went unseen (noteMissed).
+	recOpts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if rev > 0 {
+		recOpts = append(recOpts, clientv3.WithRev(rev), clientv3.WithSerializable())
+	}
+	resp, err := kv.Txn(actx).Then(clientv3.OpGet(w.q.dir, opts...), clientv3.OpGet(passPrefix(w.q.dir), recOpts...)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	w.records = resp.Responses[1].GetResponseRange().Kvs
+	got := (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())
+	got.Header = resp.Header // the Txn's: the revision a read of now was at
+	return got, nil
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -47,11 +48,13 @@ type waiter struct {
 	// grant is returned, read-only after.
 	grantedAt time.Time
 	// delay is the last key ahead with a lock-delay that the wait saw go,
-	// watched the keys ahead that the wait watches that set one, and pass
-	// the end of the delay the waiter holds off for (lockdelay.go); only
-	// the acquiring goroutine uses them.
+	// watched the keys ahead that the wait watches, records the pass
+	// records of the name the last read found, and pass the end of the
+	// delay the waiter holds off for (lockdelay.go); only the acquiring
+	// goroutine uses them.
 	delay   heldOff
 	watched []heldOff
+	records []*mvccpb.KeyValue
 	pass    time.Time
 	// valueRev is the mod revision of the value the waiter last wrote into
 	// its key (a passed delay, lockdelay.go); 0: its enqueue's. Only the
