@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/serve"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // serveLong is serve's help text.
@@ -36,7 +38,8 @@ kind is "mutex" (default), "semaphore" (with "n"), "read" or "write".
 Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
 session_expired, not_found, method_not_allowed, unavailable,
-permission_denied, cross_site, unsupported_media_type and too_many (429,
+permission_denied, unauthenticated, cross_site, unsupported_media_type
+and too_many (429,
 with Retry-After, past a --max-* bound). Keys are exact:
 a key given twice, or in another case than documented, is
 invalid_argument. A body must be Content-Type: application/json.
@@ -51,6 +54,13 @@ is a sharded one: each name is taken on the cluster its slot is on, and
 /v1/state says where (and whether a move holds it). A member cluster that is
 not the root is refused.
 
+With --client-auth etcd, every request names an etcd user with HTTP Basic
+credentials, and acts through that user's own client: etcd's RBAC decides
+what each caller may do, and serve's own user does nothing a caller asks
+(401 unauthenticated without valid credentials). It needs etcd's auth on,
+and, on an address other machines reach, HTTPS (--cert-file, --key-file;
+--client-ca-file asks for client certificates too).
+
 It listens on localhost unless told otherwise; --socket serves a unix
 socket instead (created with mode 0600: its owner is the access
 control; a path that is not a socket, or that a running process answers
@@ -62,6 +72,7 @@ holds and exits; if it is killed, its grants free within their TTL.`
 func (a *app) serveCmd() *cobra.Command {
 	var listen, socket, tokenFile string
 	var cfg serve.Config
+	var auth serveAuth
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--socket PATH] [--auth-token-file F]",
 		Short: "Serve the locks over HTTP/JSON for any language",
@@ -83,10 +94,13 @@ func (a *app) serveCmd() *cobra.Command {
 					return usagef(cmd, "--auth-token-file %s is empty", tokenFile)
 				}
 			}
+			if err := auth.check(cmd, tokenFile != ""); err != nil {
+				return err
+			}
 			if socket != "" && !cmd.Flags().Changed("listen") {
 				listen = ""
 			}
-			return a.serve(listen, socket, cfg)
+			return a.serve(listen, socket, cfg, auth)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "TCP address to serve on (with --socket: only if given)")
@@ -98,12 +112,14 @@ func (a *app) serveCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.MaxClientStreams, "max-client-streams", 1000, "holds, campaigns, observes and session lock requests one client may have open")
 	cmd.Flags().IntVar(&cfg.MaxSessions, "max-sessions", 1000, "sessions all clients may have open")
 	cmd.Flags().IntVar(&cfg.MaxStreams, "max-streams", 10000, "holds, campaigns, observes and session lock requests all clients may have open")
+	auth.flags(cmd)
 	return cmd
 }
 
 // serve runs the server until SIGTERM or SIGINT; cfg holds what the flags
-// set (the bearer token, the origins and hosts allowed).
-func (a *app) serve(listen, socket string, cfg serve.Config) error {
+// set (the bearer token, the origins and hosts allowed, the bounds), auth
+// the callers' identities and TLS.
+func (a *app) serve(listen, socket string, cfg serve.Config, auth serveAuth) error {
 	sigs, stopSigs := notifySignals()
 	defer stopSigs()
 	cli, err := a.connect(context.Background())
@@ -115,32 +131,73 @@ func (a *app) serve(listen, socket string, cfg serve.Config) error {
 	if err != nil {
 		return err
 	}
-	state := func(ctx context.Context, name string) (any, error) { return statusOf(ctx, cli, name) }
 	if r != nil {
 		defer r.Close() // after the server closed its sessions (runServer)
-		state = func(ctx context.Context, name string) (any, error) { return shardedStatus(ctx, r, name) }
-		a.logf("the cluster at --endpoints is the root of a sharded deployment of %d clusters: each name is taken on its own", len(r.Clusters()))
 	}
-	cfg.Logger, cfg.Identity, cfg.State, cfg.Shards = a.logger(), serveIdentity(), state, r
+	if err := a.serveConfig(&cfg, cli, r, auth); err != nil {
+		return err
+	}
 	srv, err := serve.New(cli, cfg)
 	if err != nil {
 		return exitf(exitUsage, "%v", err)
 	}
-	lns, err := serveListeners(listen, socket)
+	lns, err := a.serveListeners(listen, socket, auth)
 	if err != nil {
 		return err
 	}
 	for _, ln := range lns {
 		a.logf("serving the lock API on %s://%s", ln.Addr().Network(), ln.Addr())
-		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && cfg.AuthToken == "" {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && cfg.AuthToken == "" && cfg.ClientAuth == nil {
 			a.logf("note: %s is reachable from other machines, and no --auth-token-file is set: anyone who reaches it can take and hold locks", ln.Addr())
 		}
 	}
 	return runServer(srv, lns, sigs)
 }
 
-// serveListeners binds --listen and --socket.
-func serveListeners(listen, socket string) ([]net.Listener, error) {
+// serveConfig completes cfg: the logger, the shared sessions' identity,
+// the state reads (of a sharded deployment when r is its routing), and the
+// callers' clients with --client-auth etcd.
+func (a *app) serveConfig(cfg *serve.Config, cli *clientv3.Client, r *etcdlock.Shards, auth serveAuth) error {
+	cfg.Logger, cfg.Identity, cfg.Shards = a.logger(), serveIdentity(), r
+	cfg.State = func(ctx context.Context, cli *clientv3.Client, name string) (any, error) {
+		return statusOf(ctx, cli, name)
+	}
+	if r != nil {
+		if auth.clientAuth != "" {
+			return exitf(exitUsage, "--client-auth etcd: not at the root of a sharded deployment (each member cluster has its own users)")
+		}
+		cfg.State = func(ctx context.Context, _ *clientv3.Client, name string) (any, error) {
+			return shardedStatus(ctx, r, name)
+		}
+		a.logf("the cluster at --endpoints is the root of a sharded deployment of %d clusters: each name is taken on its own", len(r.Clusters()))
+	}
+	if auth.clientAuth == "" {
+		return nil
+	}
+	var err error
+	cfg.ClientAuth, err = a.dialer(context.Background(), cli)
+	return err
+}
+
+// serveListeners binds --listen and --socket, with TLS on TCP when auth
+// asks for it.
+func (a *app) serveListeners(listen, socket string, auth serveAuth) ([]net.Listener, error) {
+	plain, err := bindListeners(listen, socket)
+	if err != nil {
+		return nil, err
+	}
+	lns, err := auth.secure(plain)
+	if err != nil {
+		for _, ln := range plain {
+			ln.Close()
+		}
+		return nil, err
+	}
+	return lns, nil
+}
+
+// bindListeners binds --listen and --socket.
+func bindListeners(listen, socket string) ([]net.Listener, error) {
 	var lns []net.Listener
 	if socket != "" {
 		ln, err := listenSocket(socket)

@@ -42,13 +42,20 @@ func startServerAt(t *testing.T, sock string, endpoints []string, args ...string
 	if endpoints != nil {
 		flags = []string{"--endpoints", strings.Join(endpoints, ","), "--dial-timeout", "20s", "--command-timeout", "20s"}
 	}
-	p := startRaw(t, nil, append(append(flags, "serve", "--socket", sock), args...)...)
+	return startServerFlags(t, sock, nil, flags, args...)
+}
+
+// startServerFlags is startServerAt with the connection flags given whole,
+// and env for the process.
+func startServerFlags(t *testing.T, sock string, env, flags []string, args ...string) *server {
+	t.Helper()
+	p := startRaw(t, env, append(append(flags, "serve", "--socket", sock), args...)...)
 	srv := &server{p: p, sock: sock}
 	srv.c = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 	t.Cleanup(srv.c.CloseIdleConnections)
-	re := regexp.MustCompile(`tcp://([0-9.]+:\d+)`)
+	re := regexp.MustCompile(`tcp://([0-9.]+:\d+|\[[0-9a-f:]*\]:\d+)`)
 	deadline := time.Now().Add(long)
 	for {
 		// Up once it accepts (the socket file exists from bind, before

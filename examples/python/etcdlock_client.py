@@ -1,6 +1,6 @@
 """A small client of `etcdlock serve`, standard library only.
 
-    locks = Client("127.0.0.1", 7070)
+    locks = Client("127.0.0.1", 7070)   # or Client(host, port, user=..., password=..., ssl_context=...)
     with locks.hold("billing/nightly", identity="report-job") as grant:
         store.put("report", data, token=grant.token)   # the resource checks the token
 
@@ -13,6 +13,7 @@ sockets close and the server releases the grant at once. `grant.lost` is set
 when the server says the grant was lost (a `lost` line); stop writing then.
 """
 
+import base64
 import http.client
 import json
 import socket
@@ -76,15 +77,25 @@ class Client:
     Not safe for concurrent holds: use one Client per thread.
     """
 
-    def __init__(self, host="127.0.0.1", port=7070):
+    def __init__(self, host="127.0.0.1", port=7070, user=None, password=None, ssl_context=None):
+        """user and password: an etcd user's, for a serve run with
+        --client-auth etcd; ssl_context: HTTPS (serve's --cert-file)."""
         self.host, self.port = host, port
+        self._headers = {}
+        if user is not None:
+            cred = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+            self._headers["Authorization"] = "Basic " + cred
+        self._ssl = ssl_context
         self._stream = None  # the holds' connection, kept after a release
         self._control = None  # the releases' connection
 
     def _conn(self, attr):
         conn = getattr(self, attr)
         if conn is None:
-            conn = http.client.HTTPConnection(self.host, self.port)
+            if self._ssl is not None:
+                conn = http.client.HTTPSConnection(self.host, self.port, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self.host, self.port)
             setattr(self, attr, conn)
         return conn
 
@@ -92,7 +103,7 @@ class Client:
         """DELETE /v1/holds/<id>; True once the server answered released."""
         conn = self._conn("_control")
         try:
-            conn.request("DELETE", f"/v1/holds/{grant.hold}")
+            conn.request("DELETE", f"/v1/holds/{grant.hold}", headers=self._headers)
             resp = conn.getresponse()
             resp.read()
             return resp.status == 200
@@ -111,7 +122,7 @@ class Client:
         conn = self._conn("_stream")
         kept = False
         try:
-            conn.request("POST", "/v1/hold", json.dumps(body), {"Content-Type": "application/json"})
+            conn.request("POST", "/v1/hold", json.dumps(body), {"Content-Type": "application/json", **self._headers})
             resp = conn.getresponse()
             if resp.status != 200:
                 raise _error(resp)

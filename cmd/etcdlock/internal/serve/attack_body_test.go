@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestAttackServeUnreadBodyHoldsConn: a request whose body the server
@@ -99,7 +101,7 @@ func TestAttackServeUncleanPathNotJSON(t *testing.T) {
 func TestAttackServeUnreadBodyDelaysStop(t *testing.T) {
 	c := embedtest.Start(t, embedtest.WithMembers(1))
 	srv, err := New(c.TestClient(t), Config{AuthToken: "secret", BodyTimeout: time.Second,
-		State: func(context.Context, string) (any, error) { return nil, nil }})
+		State: func(context.Context, *clientv3.Client, string) (any, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestAttackServeHostIPv6NoPort: on port 80 a client may omit the port
@@ -19,7 +21,7 @@ func TestAttackServeHostIPv6NoPort(t *testing.T) {
 		t.Skipf("needs [::1]:80: %v", err)
 	}
 	c := embedtest.Start(t, embedtest.WithMembers(1))
-	srv, err := New(c.TestClient(t), Config{State: func(context.Context, string) (any, error) { return nil, nil }})
+	srv, err := New(c.TestClient(t), Config{State: func(context.Context, *clientv3.Client, string) (any, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func startTestServer(tb testing.TB, cfg Config) (*embedtest.Cluster, *Server, st
 	tb.Helper()
 	c := embedtest.Start(tb, embedtest.WithMembers(1))
 	cli := c.TestClient(tb)
-	cfg.State = func(context.Context, string) (any, error) { return nil, nil }
+	cfg.State = func(context.Context, *clientv3.Client, string) (any, error) { return nil, nil }
 	srv, err := New(cli, cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -23,6 +23,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -48,7 +49,11 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 // the file's header). It returns an error only when the socket refuses the
 // options.
 func boundConn(ctx context.Context, ttl time.Duration) error {
-	c, ok := ctx.Value(connKey{}).(*net.TCPConn)
+	conn, _ := ctx.Value(connKey{}).(net.Conn)
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	c, ok := conn.(*net.TCPConn)
 	if !ok {
 		return nil
 	}

@@ -34,6 +34,7 @@ const (
 	codeCrossSite        = "cross_site"
 	codeMediaType        = "unsupported_media_type"
 	codeTooMany          = "too_many"
+	codeUnauthenticated  = "unauthenticated"
 )
 
 var statusOf = map[string]int{
@@ -51,6 +52,7 @@ var statusOf = map[string]int{
 	codeCrossSite:        http.StatusForbidden,
 	codeMediaType:        http.StatusUnsupportedMediaType,
 	codeTooMany:          http.StatusTooManyRequests,
+	codeUnauthenticated:  http.StatusUnauthorized,
 }
 
 // apiError is an error with its code, as the API answers it.
@@ -101,8 +103,11 @@ func classify(err error) *apiError {
 func (srv *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
 	srv.metrics.errors.WithLabelValues(ae.code).Inc()
-	if ae.code == codeTooMany {
+	switch ae.code {
+	case codeTooMany:
 		w.Header().Set("Retry-After", retryAfter)
+	case codeUnauthenticated:
+		w.Header().Set("WWW-Authenticate", `Basic realm="etcdlock", charset="UTF-8"`)
 	}
 	status := ae.status
 	if status == 0 {

@@ -4,8 +4,9 @@ package serve
 // session is a lease in etcd (and a lease count slows how fast etcd frees
 // every user's dead holders after a leader change); a stream is a
 // connection, a goroutine and, while it waits, a key. A request over a
-// bound is answered 429 too_many with Retry-After. A client is its remote
-// address (every client of a unix socket is one: they share a machine).
+// bound is answered 429 too_many with Retry-After. A client is its etcd
+// user with client-auth (principal.go), else its remote address (every
+// client of a unix socket is one: they share a machine).
 
 import (
 	"net"
@@ -41,6 +42,9 @@ type counts struct {
 // IPv6 address by its /64 (one host's share of addresses), else the
 // remote IP.
 func clientOf(r *http.Request) string {
+	if user := principalOf(r).user; user != "" {
+		return "user " + user // with client-auth, a client is its etcd user
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	ip := net.ParseIP(host)
 	switch {
@@ -97,9 +101,13 @@ func orDefault[T int | time.Duration](n, def T) T {
 	return def
 }
 
-// ownerOf names r's client as the owner of a hold (holds.go): its exact
-// remote IP, or "local" for a unix socket's.
+// ownerOf names r's client as the owner of a hold (holds.go): its etcd
+// user with client-auth, else its exact remote IP, or "local" for a unix
+// socket's.
 func ownerOf(r *http.Request) string {
+	if user := principalOf(r).user; user != "" {
+		return "user " + user
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if ip := net.ParseIP(host); err == nil && ip != nil {
 		return ip.String()

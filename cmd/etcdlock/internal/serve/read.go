@@ -26,7 +26,7 @@ func (srv *Server) state(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := srv.cfg.State(r.Context(), name)
+	st, err := srv.cfg.State(r.Context(), principalOf(r).cli, name)
 	if err != nil {
 		srv.writeError(w, err)
 		return
@@ -58,7 +58,7 @@ func (srv *Server) leader(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s, done, err := srv.useShared(r.Context(), defaultTTL)
+	s, done, err := srv.useShared(r.Context(), principalOf(r), defaultTTL)
 	if err != nil {
 		srv.writeError(w, err)
 		return
@@ -99,7 +99,7 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := srv.untilStopping(r.Context())
 	defer cancel()
-	s, done, err := srv.useShared(ctx, defaultTTL)
+	s, done, err := srv.useShared(ctx, principalOf(r), defaultTTL)
 	if err != nil {
 		srv.writeError(w, err)
 		return

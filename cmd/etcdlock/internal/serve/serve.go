@@ -30,8 +30,14 @@ type Config struct {
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every request.
 	AuthToken string
-	// State answers /v1/state: the JSON shape of etcdlock status -o json.
-	State func(ctx context.Context, name string) (any, error)
+	// State answers /v1/state: the JSON shape of etcdlock status -o json,
+	// read through cli (the caller's, see ClientAuth).
+	State func(ctx context.Context, cli *clientv3.Client, name string) (any, error)
+	// ClientAuth, when set, makes every request act as the etcd user its
+	// HTTP Basic credentials name, through a client of that user that
+	// ClientAuth dials (principal.go, users.go); the server's own client is
+	// then used for nothing a caller asks. Not with AuthToken or Shards.
+	ClientAuth Dialer
 	// Identity is the identity of the server's shared sessions (each hold
 	// shows its own, see etcdlock.WithHolderIdentity).
 	Identity string
@@ -65,6 +71,7 @@ type Server struct {
 	// Set by New, then read-only.
 	cli     *clientv3.Client
 	cfg     Config
+	users   *userClients // the callers' clients (ClientAuth); nil without
 	reg     *prometheus.Registry
 	obs     *lockmetrics.Metrics
 	metrics serverMetrics
@@ -76,14 +83,14 @@ type Server struct {
 	stopAll  context.CancelCauseFunc
 
 	mu            sync.Mutex
-	closed        bool                             // set by stop: no session opens after it
-	shared        map[time.Duration]*sharedSession // the stream holds' sessions, by TTL (shared.go)
-	sessions      map[string]*clientSession        // the sessions of /v1/sessions, by id
-	holds         map[string]*heldStream           // the stream holds, by id (holds.go)
-	streamCounts  counts                           // open long requests (limits.go)
-	sessionCounts counts                           // open sessions (limits.go)
-	streams       sync.WaitGroup                   // open hold and campaign streams
-	ending        sync.WaitGroup                   // sessions being closed by endSession
+	closed        bool                         // set by stop: no session opens after it
+	shared        map[sharedKey]*sharedSession // the stream holds' sessions, by user and TTL (shared.go)
+	sessions      map[string]*clientSession    // the sessions of /v1/sessions, by id
+	holds         map[string]*heldStream       // the stream holds, by id (holds.go)
+	streamCounts  counts                       // open long requests (limits.go)
+	sessionCounts counts                       // open sessions (limits.go)
+	streams       sync.WaitGroup               // open hold and campaign streams
+	ending        sync.WaitGroup               // sessions being closed by endSession
 }
 
 // New returns a server on cli.
@@ -101,10 +108,16 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
-		shared: map[time.Duration]*sharedSession{}, sessions: map[string]*clientSession{}, holds: map[string]*heldStream{},
+		shared: map[sharedKey]*sharedSession{}, sessions: map[string]*clientSession{}, holds: map[string]*heldStream{},
 		streamCounts: counts{byClient: map[string]int{}}, sessionCounts: counts{byClient: map[string]int{}}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
+	}
+	switch {
+	case cfg.ClientAuth != nil && (cfg.AuthToken != "" || cfg.Shards != nil):
+		return nil, errors.New("client-auth etcd takes no bearer token and no sharded deployment")
+	case cfg.ClientAuth != nil:
+		srv.users = newUserClients(cfg.ClientAuth, 0)
 	}
 	srv.stopping, srv.stopAll = context.WithCancelCause(context.Background())
 	srv.conns = newConnSet()
@@ -160,7 +173,13 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		srv.unrouted(w, r, h)
 		return
 	}
-	srv.mux.ServeHTTP(w, r) // it sets the route's path values
+	p, done, err := srv.authenticate(r)
+	if err != nil {
+		srv.writeError(w, err)
+		return
+	}
+	defer done()
+	srv.mux.ServeHTTP(w, withPrincipal(r, p)) // it sets the route's path values
 }
 
 // unrouted answers a request no route takes, in the API's JSON error shape:
@@ -238,12 +257,12 @@ func (srv *Server) stop() {
 	srv.streams.Wait()
 	srv.mu.Lock()
 	srv.closed = true
-	var all []*etcdlock.Session
+	var all []*sharedSession
 	for _, sh := range srv.shared {
 		if sh.idle != nil {
 			sh.idle.Stop()
 		}
-		all = append(all, sh.s)
+		all = append(all, sh)
 	}
 	ids := make([]string, 0, len(srv.sessions))
 	for id := range srv.sessions {
@@ -259,24 +278,28 @@ func (srv *Server) stop() {
 			srv.endSession(id)
 		}()
 	}
-	for _, s := range all {
+	for _, sh := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = s.Close()
+			_ = sh.s.Close()
+			sh.release()
 		}()
 	}
 	wg.Wait()
 	srv.ending.Wait()
+	if srv.users != nil {
+		srv.users.close()
+	}
 }
 
-// newSession opens a session on the server's cluster, or a sharded one
-// over its deployment's clusters (Config.Shards).
-func (srv *Server) newSession(ctx context.Context, opts ...etcdlock.SessionOption) (*etcdlock.Session, error) {
+// newSession opens a session of p on the server's cluster, or a sharded
+// one over its deployment's clusters (Config.Shards).
+func (srv *Server) newSession(ctx context.Context, p *principal, opts ...etcdlock.SessionOption) (*etcdlock.Session, error) {
 	if srv.cfg.Shards != nil {
 		return etcdlock.NewShardedSession(ctx, srv.cfg.Shards, opts...)
 	}
-	return etcdlock.NewSession(ctx, srv.cli, opts...)
+	return etcdlock.NewSession(ctx, p.cli, opts...)
 }
 
 // errStopping is the cause of a request's context when the server stops.

@@ -24,9 +24,10 @@ import (
 type clientSession struct {
 	// Set when opened, then read-only.
 	id   string
+	user string // who opened it (principal.go): only its requests use it
 	s    *etcdlock.Session
 	ttl  time.Duration
-	free func() // ends the session's count against the bounds (limits.go)
+	free func() // ends the session's count against the bounds (limits.go) and its use of its client
 
 	mu     sync.Mutex
 	expiry *time.Timer                    // closes the session; reset by each keepalive
@@ -71,13 +72,16 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
-	s, err := srv.newSession(r.Context(), opts...)
+	p := principalOf(r)
+	release := p.keep()
+	free := func() { release(); admitted() }
+	s, err := srv.newSession(r.Context(), p, opts...)
 	if err != nil {
-		admitted()
+		free()
 		srv.writeError(w, err)
 		return
 	}
-	cs := &clientSession{id: newSessionID(), s: s, ttl: ttl, free: admitted, locks: map[etcdlock.Token]sessionLock{}}
+	cs := &clientSession{id: newSessionID(), user: p.user, s: s, ttl: ttl, free: free, locks: map[etcdlock.Token]sessionLock{}}
 	srv.mu.Lock()
 	closed := srv.closed
 	if !closed {
@@ -87,7 +91,7 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	srv.mu.Unlock()
 	if closed {
 		_ = s.Close()
-		admitted()
+		free()
 		srv.writeError(w, errStopping)
 		return
 	}
@@ -95,11 +99,15 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": ttl.String()})
 }
 
-// session returns the open session of r's id, or writes the error.
+// session returns the open session of r's id, if r's user opened it, or
+// writes the error (another user's session is as unknown as none).
 func (srv *Server) session(w http.ResponseWriter, r *http.Request) *clientSession {
 	srv.mu.Lock()
 	cs := srv.sessions[r.PathValue("id")]
 	srv.mu.Unlock()
+	if cs != nil && cs.user != principalOf(r).user {
+		cs = nil
+	}
 	if cs == nil {
 		srv.writeError(w, errorf(codeSessionExpired, "no such session (it expired, was closed, or never was)"))
 	}

@@ -170,7 +170,7 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		return
 	}
 	wctx, wcancel := waitCtx(hctx, wait)
-	s, done, g, err := srv.acquireShared(ctx, wctx, ttl, acquire)
+	s, done, g, err := srv.acquireShared(ctx, wctx, principalOf(r), ttl, acquire)
 	wcancel()
 	if err != nil {
 		srv.writeError(w, err)
@@ -253,14 +253,14 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 }
 
 // acquireShared takes a grant with acquire (bounded by wctx) on the shared
-// session of ttl, and returns it with the end of the session's use (call
+// session of ttl (p's), and returns it with the end of the session's use (call
 // it after the release). A session found lost as the grant was asked for
 // (it was lost just before, and nobody had replaced it yet) is replaced
 // once: the client never had that session, so its loss is not the
 // client's to hear.
-func (srv *Server) acquireShared(ctx, wctx context.Context, ttl time.Duration, acquire func(context.Context, *etcdlock.Session) (grant, error)) (*etcdlock.Session, func(), grant, error) {
+func (srv *Server) acquireShared(ctx, wctx context.Context, p *principal, ttl time.Duration, acquire func(context.Context, *etcdlock.Session) (grant, error)) (*etcdlock.Session, func(), grant, error) {
 	for try := 0; ; try++ {
-		s, done, err := srv.useShared(ctx, ttl)
+		s, done, err := srv.useShared(ctx, p, ttl)
 		if err != nil {
 			return nil, nil, grant{}, err
 		}
