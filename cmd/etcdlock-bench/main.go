@@ -6,6 +6,7 @@
 //	go run ./cmd/etcdlock-bench -fsync -members 3      # the same with fsync on
 //	go run ./cmd/etcdlock-bench -scenarios scale -sessions 50000 -locks 100000 -hold 60s
 //	go run ./cmd/etcdlock-bench -json results.json     # also write the results as JSON
+//	go run ./cmd/etcdlock-bench -scenarios serve -members 1   # etcdlock serve beside the library and v3lock
 //
 // Contestants:
 //
@@ -58,6 +59,8 @@ type options struct {
 	only      string // contestants to run (comma list); empty: all
 	workers   string // worker counts for uncontended and hot (comma list); empty: the defaults
 	counted   []int  // workers, parsed by pick
+	// etcdlockBin is the etcdlock command of the serve scenario; "": build it.
+	etcdlockBin string
 }
 
 func main() {
@@ -67,7 +70,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time per contestant per cell (split over rounds)")
 	flag.IntVar(&o.rounds, "rounds", 4, "rounds per cell; the contestants' order alternates between rounds")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "untimed run of every contestant before each cell's rounds (connections, caches, the members' database growth)")
-	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones, many, lockall, shards")
+	flag.StringVar(&o.scenarios, "scenarios", "uncontended,hot,latency,dead,failover", "comma list of: uncontended, hot, latency, dead, failover, scale, tombstones, many, lockall, shards, serve")
 	flag.IntVar(&o.sessions, "sessions", 50000, "scale: sessions kept alive")
 	flag.IntVar(&o.locks, "locks", 100000, "scale: locks held at once")
 	flag.DurationVar(&o.hold, "hold", 60*time.Second, "scale: how long to hold them")
@@ -75,6 +78,7 @@ func main() {
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results to this JSON file")
 	flag.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded servers) to this file")
 	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock, etcdlock-nobatch); default all, e.g. to profile one alone")
+	flag.StringVar(&o.etcdlockBin, "etcdlock", "", "serve: the etcdlock command to run (default: built from ./cmd/etcdlock)")
 	flag.StringVar(&o.workers, "workers", "", "comma list of worker counts for uncontended and hot, instead of 1,16,64,256 and 2,16,64")
 	flag.Parse()
 	if err := (&o).pick(); err != nil {
@@ -154,6 +158,8 @@ func run(o options) error {
 			rs = lockAllScenario(ctx, c, o)
 		case "shards":
 			rs = shardsScenario(ctx, o)
+		case "serve":
+			rs = serveScenario(ctx, c, o)
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
@@ -221,6 +227,10 @@ type contestant struct {
 	name  string
 	setup func(ctx context.Context, cli *clientv3.Client) (newWorker func(lock string, id int) worker, close func(), err error)
 }
+
+// cpuOf reads, for a contestant that goes through a server process, that
+// process's CPU time, so that a cell can report its CPU per grant.
+var cpuOf = map[string]func() time.Duration{}
 
 var contestants = []contestant{
 	{"limit", func(ctx context.Context, cli *clientv3.Client) (func(string, int) worker, func(), error) {
@@ -429,6 +439,7 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 		grants int64
 		took   time.Duration
 		lat    []time.Duration
+		cpu    time.Duration
 	}
 	accs := make([]acc, len(contestants))
 	if o.warmup > 0 {
@@ -448,7 +459,15 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 			if r%2 == 1 {
 				i = len(contestants) - 1 - k
 			}
+			var cpu0 time.Duration
+			cpu := cpuOf[contestants[i].name]
+			if cpu != nil {
+				cpu0 = cpu()
+			}
 			g, took, lat, err := runWorkers(ctx, c, contestants[i], n, hot, per, fmt.Sprintf("%s-%d-r%d", scenario, n, r))
+			if cpu != nil {
+				accs[i].cpu += cpu() - cpu0
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s %s n=%d: %v\n", scenario, contestants[i].name, n, err)
 			}
@@ -463,6 +482,9 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 			PerSecond: float64(a.grants) / a.took.Seconds(), P50ms: pct(a.lat, 50), P99ms: pct(a.lat, 99)}
 		if st := batchStatsOf[r.Contestant]; st != nil {
 			r.Note = st.take()
+		}
+		if a.cpu > 0 && a.grants > 0 {
+			r.Note = fmt.Sprintf("server CPU %.0f µs/grant", float64(a.cpu.Microseconds())/float64(a.grants))
 		}
 		out = append(out, r)
 	}

@@ -12,6 +12,7 @@ package serve
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -165,6 +166,7 @@ func BenchmarkGrant(b *testing.B) {
 		}{
 			{"library", func(b *testing.B, i int) func() error { return libraryGrant(b, cli, i) }},
 			{"serve", func(b *testing.B, i int) func() error { return serveGrant(addr, i) }},
+			{"serve-kept", func(b *testing.B, i int) func() error { return keptGrant(addr, i) }},
 			{"v3lock", func(b *testing.B, i int) func() error { return v3lockGrant(b, cli, i) }},
 		} {
 			b.Run(fmt.Sprintf("%s/workers=%d", k.name, workers), func(b *testing.B) {
@@ -256,6 +258,37 @@ func v3lockGrant(b *testing.B, cli *clientv3.Client, i int) func() error {
 			return err
 		}
 		_, err = lc.Unlock(context.Background(), &v3lockpb.UnlockRequest{Key: resp.Key})
+		return err
+	}
+}
+
+// keptGrant holds on a kept connection and releases with DELETE, reading
+// the stream to its end so that the connection carries the next hold.
+func keptGrant(addr string, i int) func() error {
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	body := fmt.Sprintf(`{"name":"bench/kept/%d"}`, i)
+	return func() error {
+		resp, err := c.Post("http://"+addr+"/v1/hold", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+		var first struct{ Event, Hold string }
+		if err != nil || json.Unmarshal(line, &first) != nil || first.Event != "granted" {
+			return fmt.Errorf("hold: %q %v", line, err)
+		}
+		req, _ := http.NewRequest("DELETE", "http://"+addr+"/v1/holds/"+first.Hold, nil)
+		dresp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, dresp.Body)
+		dresp.Body.Close()
+		if dresp.StatusCode != http.StatusOK {
+			return fmt.Errorf("release: %d", dresp.StatusCode)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
 		return err
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,20 +37,38 @@ const (
 )
 
 // connKey is the context key of a request's connection (Server.Serve's
-// ConnContext).
+// ConnContext): a *connInfo.
 type connKey struct{}
+
+// connInfo is a connection and the ttl it is bounded by.
+type connInfo struct {
+	conn net.Conn
+	// bound is the ttl of the last boundConn (0: none yet).
+	bound atomic.Int64
+}
 
 // withConn is http.Server's ConnContext: it keeps c in the connection's
 // context.
 func withConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+	return context.WithValue(ctx, connKey{}, &connInfo{conn: c})
+}
+
+// connOf returns ctx's connection, nil if it has none.
+func connOf(ctx context.Context) *connInfo {
+	ci, _ := ctx.Value(connKey{}).(*connInfo)
+	return ci
 }
 
 // boundConn bounds the life of ctx's connection, if it is TCP, by ttl (see
-// the file's header). It returns an error only when the socket refuses the
-// options.
+// the file's header), unless the connection's last stream had the same
+// ttl (a kept connection holding in a loop sets its options once). It
+// returns an error only when the socket refuses the options.
 func boundConn(ctx context.Context, ttl time.Duration) error {
-	conn, _ := ctx.Value(connKey{}).(net.Conn)
+	ci := connOf(ctx)
+	if ci == nil || time.Duration(ci.bound.Load()) == ttl {
+		return nil
+	}
+	conn := ci.conn
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
 	}
@@ -59,10 +78,13 @@ func boundConn(ctx context.Context, ttl time.Duration) error {
 	}
 	err := c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepaliveIdle,
 		Interval: keepaliveInterval, Count: max(1, int(ttl/keepaliveInterval))})
-	if err != nil {
-		return err
+	if err == nil {
+		err = setUserTimeout(c, ttl)
 	}
-	return setUserTimeout(c, ttl)
+	if err == nil {
+		ci.bound.Store(int64(ttl))
+	}
+	return err
 }
 
 // connSet is the server's open connections (http.Server's ConnState), so
@@ -82,10 +104,11 @@ func newConnSet() *connSet { return &connSet{conns: map[net.Conn]bool{}} }
 // the stop, still says why on it (its request's context ending first
 // would end it silently).
 func (cs *connSet) streaming(ctx context.Context) (done func()) {
-	c, ok := ctx.Value(connKey{}).(net.Conn)
-	if !ok {
+	ci := connOf(ctx)
+	if ci == nil {
 		return func() {}
 	}
+	c := ci.conn
 	cs.mu.Lock()
 	if _, open := cs.conns[c]; open {
 		cs.conns[c] = true

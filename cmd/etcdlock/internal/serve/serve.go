@@ -83,14 +83,14 @@ type Server struct {
 	stopAll  context.CancelCauseFunc
 
 	mu            sync.Mutex
-	closed        bool                         // set by stop: no session opens after it
-	shared        map[sharedKey]*sharedSession // the stream holds' sessions, by user and TTL (shared.go)
-	sessions      map[string]*clientSession    // the sessions of /v1/sessions, by id
-	holds         map[string]*heldStream       // the stream holds, by id (holds.go)
-	streamCounts  counts                       // open long requests (limits.go)
-	sessionCounts counts                       // open sessions (limits.go)
-	streams       sync.WaitGroup               // open hold and campaign streams
-	ending        sync.WaitGroup               // sessions being closed by endSession
+	closed        bool                           // set by stop: no session opens after it
+	shared        map[sharedKey][]*sharedSession // the stream holds' sessions, by user and TTL (shared.go)
+	sessions      map[string]*clientSession      // the sessions of /v1/sessions, by id
+	holds         map[string]*heldStream         // the stream holds, by id (holds.go)
+	streamCounts  counts                         // open long requests (limits.go)
+	sessionCounts counts                         // open sessions (limits.go)
+	streams       sync.WaitGroup                 // open hold and campaign streams
+	ending        sync.WaitGroup                 // sessions being closed by endSession
 }
 
 // New returns a server on cli.
@@ -108,7 +108,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{cli: cli, cfg: cfg, reg: reg, obs: obs,
-		shared: map[sharedKey]*sharedSession{}, sessions: map[string]*clientSession{}, holds: map[string]*heldStream{},
+		shared: map[sharedKey][]*sharedSession{}, sessions: map[string]*clientSession{}, holds: map[string]*heldStream{},
 		streamCounts: counts{byClient: map[string]int{}}, sessionCounts: counts{byClient: map[string]int{}}}
 	if srv.metrics, err = newServerMetrics(reg); err != nil {
 		return nil, err
@@ -258,11 +258,13 @@ func (srv *Server) stop() {
 	srv.mu.Lock()
 	srv.closed = true
 	var all []*sharedSession
-	for _, sh := range srv.shared {
-		if sh.idle != nil {
-			sh.idle.Stop()
+	for _, list := range srv.shared {
+		for _, sh := range list {
+			if sh.idle != nil {
+				sh.idle.Stop()
+			}
+			all = append(all, sh)
 		}
-		all = append(all, sh)
 	}
 	ids := make([]string, 0, len(srv.sessions))
 	for id := range srv.sessions {

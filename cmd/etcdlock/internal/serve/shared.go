@@ -1,12 +1,11 @@
 package serve
 
-// This file holds the stream holds' shared sessions: one session (one
-// lease, one keepalive stream) per TTL in use (per user's TTL with
-// client-auth: a user's session acts through that user's client), opened
-// on first use,
-// replaced when lost, and closed once no request has used it for
-// Config.SharedIdle, so that a client trying many TTLs leaves no lease
-// behind.
+// This file holds the stream holds' shared sessions: a session (a lease,
+// a keepalive stream) per TTL in use, and a few more while many holds of
+// that TTL run at once (per user's TTL with client-auth: a user's sessions
+// act through that user's client), opened on first use, replaced when
+// lost, and each closed once no request has used it for Config.SharedIdle,
+// so that a client trying many TTLs leaves no lease behind.
 
 import (
 	"context"
@@ -18,39 +17,46 @@ import (
 // defaultSharedIdle is Config.SharedIdle's default.
 const defaultSharedIdle = 30 * time.Second
 
-// maxSharedTTLs bounds the TTLs with a shared session (a lease each) at
-// once, of each user (of the server without client-auth): a client trying
-// many TTLs is refused too_many past it.
+// maxSharedTTLs bounds the TTLs with shared sessions at once, of each
+// user (of the server without client-auth): a client trying many TTLs is
+// refused too_many past it.
 const maxSharedTTLs = 16
 
-// sharedKey is whose shared session of which TTL: user is "" without
+// A TTL's holds share one session until it carries sharedFill of them at
+// once; past that a second opens, up to sharedPerTTL (each session has its
+// own connection to the leader, so holds in parallel are not queued on
+// one). Holds one after another use one lease.
+const (
+	sharedFill   = 4
+	sharedPerTTL = 4
+)
+
+// sharedKey is whose shared sessions of which TTL: user is "" without
 // client-auth.
 type sharedKey struct {
 	user string
 	ttl  time.Duration
 }
 
-// sharedSession is the session of one TTL and who uses it. Its fields are
-// guarded by Server.mu.
+// sharedSession is one shared session and who uses it. Its fields after
+// s and release are guarded by Server.mu.
 type sharedSession struct {
+	k       sharedKey
 	s       *etcdlock.Session
 	release func()      // ends s's use of its user's client
 	uses    int         // requests holding, waiting or reading on s
 	idle    *time.Timer // closes s; set while uses is 0
 }
 
-// useShared returns p's live session of ttl, opening one (or a
-// replacement of a lost one: its keys went with its lease), and the
-// function that ends this use (call it once). It fails with errStopping
-// once the server stops, too_many past maxSharedTTLs, or with NewSession's
-// error.
+// useShared returns a live shared session of p's of ttl, opening one (or
+// a replacement of a lost one: its keys went with its lease) when none has
+// room, and the function that ends this use (call it once). It fails with
+// errStopping once the server stops, too_many past maxSharedTTLs, or with
+// NewSession's error.
 func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duration) (*etcdlock.Session, func(), error) {
 	k := sharedKey{p.user, ttl}
-	if s, ok := srv.takeShared(k, nil, nil); ok {
-		return s, srv.doneShared(k), nil
-	}
-	if err := srv.roomForShared(k); err != nil {
-		return nil, nil, err
+	if sh, err := srv.takeShared(k, false); sh != nil || err != nil {
+		return sharedUse(sh, srv, err)
 	}
 	release := p.keep()
 	s, err := srv.newSession(ctx, p, etcdlock.WithTTL(ttl), etcdlock.WithIdentity(srv.cfg.Identity),
@@ -59,80 +65,143 @@ func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duratio
 		release()
 		return nil, nil, err
 	}
-	cur, ok := srv.takeShared(k, s, release)
-	switch {
-	case !ok:
+	sh := srv.addShared(&sharedSession{k: k, s: s, release: release})
+	if sh == nil {
 		_ = s.Close()
 		release()
 		return nil, nil, errStopping
-	case cur != s: // another request opened one meanwhile
-		_ = s.Close()
-		release()
 	}
-	return cur, srv.doneShared(k), nil
+	return sh.s, srv.doneShared(sh), nil
 }
 
-// takeShared counts a use of k's live session and returns it. Without a
-// live one it installs fresh (when not nil; release ends its use of its
-// client) and returns it, closing the lost one in the background; with
-// fresh nil it returns false. It returns false once the server is
-// stopping.
-func (srv *Server) takeShared(k sharedKey, fresh *etcdlock.Session, release func()) (*etcdlock.Session, bool) {
+func sharedUse(sh *sharedSession, srv *Server, err error) (*etcdlock.Session, func(), error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return sh.s, srv.doneShared(sh), nil
+}
+
+// takeShared counts a use of k's least used live session and returns it,
+// unless it is full (sharedFill) and k may have another (or, with force,
+// whenever one is live); nil then, and the caller opens one. Lost sessions
+// are dropped (closed in the background). It fails with errStopping once
+// the server stops, and with too_many when k would be a new TTL past
+// maxSharedTTLs.
+func (srv *Server) takeShared(k sharedKey, force bool) (*sharedSession, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.closed {
-		return nil, false
+		return nil, errStopping
 	}
-	sh := srv.shared[k]
-	if sh == nil || sh.s.Err() != nil {
-		if fresh == nil {
-			return nil, false
-		}
-		if sh != nil {
+	var live []*sharedSession
+	var least *sharedSession
+	for _, sh := range srv.shared[k] {
+		if sh.s.Err() != nil {
 			srv.closeLater(sh.s, sh.release)
-		} else {
-			sh = &sharedSession{}
-			srv.shared[k] = sh
+			continue
 		}
-		sh.s, sh.release = fresh, release
+		live = append(live, sh)
+		if least == nil || sh.uses < least.uses {
+			least = sh
+		}
 	}
+	srv.setShared(k, live)
+	switch {
+	case least != nil && (force || least.uses < sharedFill || len(live) >= sharedPerTTL):
+		srv.use(least)
+		return least, nil
+	case least == nil && srv.sharedTTLs(k.user) >= maxSharedTTLs:
+		return nil, errorf(codeTooMany, "the server has shared leases of %d ttls, the most it keeps: use one of theirs", maxSharedTTLs)
+	}
+	return nil, nil
+}
+
+// addShared adds fresh, a new session of fresh.k, and counts a use of it;
+// when k has its most sessions meanwhile, it closes fresh and uses the
+// least used of them instead. It returns nil once the server stops.
+func (srv *Server) addShared(fresh *sharedSession) *sharedSession {
+	if len(srv.sharedOf(fresh.k)) >= sharedPerTTL {
+		if sh, err := srv.takeShared(fresh.k, true); sh != nil || err != nil {
+			_ = fresh.s.Close()
+			fresh.release()
+			return sh
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.closed {
+		return nil
+	}
+	srv.shared[fresh.k] = append(srv.shared[fresh.k], fresh)
+	srv.use(fresh)
+	return fresh
+}
+
+// use counts one more use of sh. Call with srv.mu held.
+func (srv *Server) use(sh *sharedSession) {
 	sh.uses++
 	if sh.idle != nil {
 		sh.idle.Stop()
 		sh.idle = nil
 	}
-	return sh.s, true
 }
 
-// doneShared returns the end of one use of k's session: the last one
-// arms its idle close.
-func (srv *Server) doneShared(k sharedKey) func() {
+// sharedOf returns k's sessions.
+func (srv *Server) sharedOf(k sharedKey) []*sharedSession {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.shared[k]
+}
+
+// setShared sets k's sessions (none: k goes). Call with srv.mu held.
+func (srv *Server) setShared(k sharedKey, list []*sharedSession) {
+	if len(list) == 0 {
+		delete(srv.shared, k)
+		return
+	}
+	srv.shared[k] = list
+}
+
+// sharedTTLs counts user's TTLs with shared sessions. Call with srv.mu
+// held.
+func (srv *Server) sharedTTLs(user string) int {
+	n := 0
+	for k := range srv.shared {
+		if k.user == user {
+			n++
+		}
+	}
+	return n
+}
+
+// doneShared returns the end of one use of sh: the last one arms its idle
+// close.
+func (srv *Server) doneShared(sh *sharedSession) func() {
 	return func() {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
-		sh := srv.shared[k]
-		if sh == nil { // the server stopped
-			return
-		}
 		if sh.uses--; sh.uses == 0 && !srv.closed {
-			s := sh.s
-			sh.idle = time.AfterFunc(srv.sharedIdle(), func() { srv.closeIdle(k, s) })
+			sh.idle = time.AfterFunc(srv.sharedIdle(), func() { srv.closeIdle(sh) })
 		}
 	}
 }
 
-// closeIdle closes k's session s if nobody has used it since its idle
-// timer was armed and it is still k's.
-func (srv *Server) closeIdle(k sharedKey, s *etcdlock.Session) {
+// closeIdle closes sh if nobody has used it since its idle timer was
+// armed and it is still one of its TTL's.
+func (srv *Server) closeIdle(sh *sharedSession) {
 	srv.mu.Lock()
-	sh := srv.shared[k]
-	if srv.closed || sh == nil || sh.s != s || sh.uses > 0 {
-		srv.mu.Unlock()
+	defer srv.mu.Unlock()
+	if srv.closed || sh.uses > 0 {
 		return
 	}
-	delete(srv.shared, k)
-	srv.closeLater(s, sh.release)
-	srv.mu.Unlock()
+	list := srv.shared[sh.k]
+	for i, other := range list {
+		if other == sh {
+			srv.setShared(sh.k, append(list[:i:i], list[i+1:]...))
+			srv.closeLater(sh.s, sh.release)
+			return
+		}
+	}
 }
 
 // closeLater closes s, then ends its use of its client (release), in a
@@ -153,25 +222,4 @@ func (srv *Server) sharedIdle() time.Duration {
 		return d
 	}
 	return defaultSharedIdle
-}
-
-// roomForShared returns too_many when a new shared session for k would
-// pass maxSharedTTLs of k's user (a lost one's replacement takes its
-// place).
-func (srv *Server) roomForShared(k sharedKey) error {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	if srv.shared[k] != nil {
-		return nil
-	}
-	n := 0
-	for other := range srv.shared {
-		if other.user == k.user {
-			n++
-		}
-	}
-	if n >= maxSharedTTLs {
-		return errorf(codeTooMany, "the server has shared leases of %d ttls, the most it keeps: use one of theirs", n)
-	}
-	return nil
 }

@@ -229,7 +229,10 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 			}
 			return
 		case <-h.released:
-			_ = say(map[string]string{"event": "released"})
+			// No flush: the response's end, written as the handler
+			// returns, goes out with it.
+			_ = rc.SetWriteDeadline(time.Now().Add(s.TTL()))
+			_ = enc.Encode(map[string]string{"event": "released"})
 			return
 		case <-s.Done():
 			sayLost(s.Err())
