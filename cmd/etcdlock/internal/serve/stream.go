@@ -192,22 +192,9 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 // stops, the grant ends (then a "lost" line with its cause), or a DELETE
 // of the hold released it (then a "released" line).
 func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, h *heldStream, first grantLine) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	rc := http.NewResponseController(w)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may be gone
-	say := func(v any) error {
-		// A client that stops reading holds no longer than the ttl once its
-		// receive window is full (connbound.go); until then its kernel
-		// acknowledges the small alive lines, which takes long.
-		_ = rc.SetWriteDeadline(time.Now().Add(s.TTL()))
-		err := enc.Encode(v)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		return err
-	}
+	out := newLines(w, s.TTL())
+	defer out.done()
+	say := out.say
 	sayLost := func(cause any) { _ = say(map[string]string{"event": "lost", "cause": fmt.Sprint(cause)}) }
 	_ = say(first)
 	tick := time.NewTicker(min(aliveEvery, s.TTL()/3))
@@ -229,10 +216,7 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 			}
 			return
 		case <-h.released:
-			// No flush: the response's end, written as the handler
-			// returns, goes out with it.
-			_ = rc.SetWriteDeadline(time.Now().Add(s.TTL()))
-			_ = enc.Encode(map[string]string{"event": "released"})
+			out.last(map[string]string{"event": "released"})
 			return
 		case <-s.Done():
 			sayLost(s.Err())
@@ -277,3 +261,42 @@ func (srv *Server) acquireShared(ctx, wctx context.Context, p *principal, ttl ti
 		}
 	}
 }
+
+// lines writes a stream's NDJSON lines. A client that stops reading holds
+// no longer than the ttl once its receive window is full (connbound.go):
+// each line has a write deadline of ttl; until the window is full its
+// kernel acknowledges the small alive lines, which takes long.
+type lines struct {
+	w   http.ResponseWriter
+	enc *json.Encoder
+	rc  *http.ResponseController
+	ttl time.Duration
+}
+
+// newLines starts the stream's 200 answer.
+func newLines(w http.ResponseWriter, ttl time.Duration) *lines {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	return &lines{w: w, enc: json.NewEncoder(w), rc: http.NewResponseController(w), ttl: ttl}
+}
+
+// say writes v and sends it at once.
+func (l *lines) say(v any) error {
+	_ = l.rc.SetWriteDeadline(time.Now().Add(l.ttl))
+	err := l.enc.Encode(v)
+	if f, ok := l.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return err
+}
+
+// last writes v without sending it: the response's end, written as the
+// handler returns, goes out with it (one write, not two).
+func (l *lines) last(v any) {
+	_ = l.rc.SetWriteDeadline(time.Now().Add(l.ttl))
+	_ = l.enc.Encode(v)
+}
+
+// done lifts the write deadline (the connection may carry the next
+// request).
+func (l *lines) done() { _ = l.rc.SetWriteDeadline(time.Time{}) }
