@@ -61,3 +61,84 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 		t.Fatal(fmt.Sprintf("granted %v after the release; want well under a second", d))
 	}
 }
+
+// TestAttackPassRecordRBACOneName: every client is a user whose role has
+// readwrite on KeyPrefix(name) and BarrierPrefix(name) only (README,
+// "RBAC"). The first waiter takes up the holder's lock-delay and leaves
+// before the second waiter's watch starts: its pass write (key and record)
+// and the second waiter's read of the records must both be permitted, and
+// the second waiter still waits the delay out.
+func TestAttackPassRecordRBACOneName(t *testing.T) {
+	const delay = 3 * time.Second
+	sc := startSecure(t)
+	name := "one/job"
+	ctx := testCtx(t, time.Minute)
+	pw := secret(t, "olga")
+	kp, err := etcdlock.KeyPrefix(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := mustBarrierPrefix(t, name)
+	for _, step := range []func() error{
+		func() error { _, err := sc.root.RoleAdd(ctx, "one"); return err },
+		func() error {
+			_, err := sc.root.RoleGrantPermission(ctx, "one", kp, clientv3.GetPrefixRangeEnd(kp), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := sc.root.RoleGrantPermission(ctx, "one", bp, clientv3.GetPrefixRangeEnd(bp), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := sc.root.UserAdd(ctx, "olga", pw); return err },
+		func() error { _, err := sc.root.UserGrantRole(ctx, "olga", "one"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := openSession(t, sc.clientAs(t, "olga", pw), etcdlock.WithLockDelay(delay))
+	mustLock(t, etcdlock.NewMutex(holder, name))
+	left := firstWaiterLeavesDuringDelay(t, ctx, sc.clientAs(t, "olga", pw), name)
+	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, sc.root, name)) == 2 })
+	second := openSession(t, sc.clientAs(t, "olga", pw))
+	enqueued, resume := make(chan struct{}), make(chan struct{})
+	setHook(t, func(p testhook.Point, err error) error {
+		if p == testhook.Enqueued {
+			close(enqueued)
+			<-resume
+		}
+		return err
+	}, second)
+	got := make(chan time.Time, 1)
+	go func() {
+		_, err := etcdlock.NewMutex(second, name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+	}()
+	<-enqueued
+	start := time.Now()
+	if _, err := sc.root.Revoke(ctx, holder.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	<-left
+	if n := len(passRecords(t, sc.root, name)); n != 1 {
+		t.Errorf("%d pass records, want the first waiter's", n)
+	}
+	close(resume)
+	if d := (<-got).Sub(start); d < delay {
+		t.Fatalf("second waiter granted %v after the revoke; want no sooner than %v", d, delay)
+	} else {
+		t.Logf("second waiter granted %v after the revoke (lock-delay %v)", d.Round(time.Millisecond), delay)
+	}
+}
+
+func mustBarrierPrefix(t *testing.T, name string) string {
+	t.Helper()
+	p, err := etcdlock.BarrierPrefix(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
