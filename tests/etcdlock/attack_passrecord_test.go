@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -73,29 +74,7 @@ func TestAttackPassRecordRBACOneName(t *testing.T) {
 	sc := startSecure(t)
 	name := "one/job"
 	ctx := testCtx(t, time.Minute)
-	pw := secret(t, "olga")
-	kp, err := etcdlock.KeyPrefix(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bp := mustBarrierPrefix(t, name)
-	for _, step := range []func() error{
-		func() error { _, err := sc.root.RoleAdd(ctx, "one"); return err },
-		func() error {
-			_, err := sc.root.RoleGrantPermission(ctx, "one", kp, clientv3.GetPrefixRangeEnd(kp), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error {
-			_, err := sc.root.RoleGrantPermission(ctx, "one", bp, clientv3.GetPrefixRangeEnd(bp), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := sc.root.UserAdd(ctx, "olga", pw); return err },
-		func() error { _, err := sc.root.UserGrantRole(ctx, "olga", "one"); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pw := oneNameUser(t, ctx, sc, name)
 	holder := openSession(t, sc.clientAs(t, "olga", pw), etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
 	left := firstWaiterLeavesDuringDelay(t, ctx, sc.clientAs(t, "olga", pw), name)
@@ -134,6 +113,36 @@ func TestAttackPassRecordRBACOneName(t *testing.T) {
 	}
 }
 
+// oneNameUser adds the user olga, whose role has readwrite on
+// KeyPrefix(name) and BarrierPrefix(name) only, and returns her password.
+func oneNameUser(t *testing.T, ctx context.Context, sc *secureCluster, name string) string {
+	t.Helper()
+	pw := secret(t, "olga")
+	kp, err := etcdlock.KeyPrefix(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := mustBarrierPrefix(t, name)
+	for _, step := range []func() error{
+		func() error { _, err := sc.root.RoleAdd(ctx, "one"); return err },
+		func() error {
+			_, err := sc.root.RoleGrantPermission(ctx, "one", kp, clientv3.GetPrefixRangeEnd(kp), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := sc.root.RoleGrantPermission(ctx, "one", bp, clientv3.GetPrefixRangeEnd(bp), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := sc.root.UserAdd(ctx, "olga", pw); return err },
+		func() error { _, err := sc.root.UserGrantRole(ctx, "olga", "one"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pw
+}
+
 func mustBarrierPrefix(t *testing.T, name string) string {
 	t.Helper()
 	p, err := etcdlock.BarrierPrefix(name)
@@ -141,4 +150,37 @@ func mustBarrierPrefix(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestAttackPassRecordWaitedGrantCost: a waited grant without a lock-delay
+// sends no lease Grant and no request more than its reads; a hold-off
+// sends one Grant (its pass record's lease).
+func TestAttackPassRecordWaitedGrantCost(t *testing.T) {
+	c := embedtest.Start(t)
+	cli := newClient(t, c)
+	calls := func() (grants, reads int64) {
+		for _, m := range c.Members() {
+			grants += m.Calls("/etcdserverpb.Lease/LeaseGrant")
+			reads += m.Calls("/etcdserverpb.KV/Range") + m.Calls("/etcdserverpb.KV/Txn")
+		}
+		return grants, reads
+	}
+	ctx := testCtx(t, 30*time.Second)
+	name := uniqueName(t)
+	holder, waiter := openSession(t, cli), openSession(t, cli)
+	l := mustLock(t, etcdlock.NewMutex(holder, name))
+	hooks := countHooks(t, waiter)
+	got := lockInBackground(t, ctx, waiter, name)
+	hooks.awaitWatchCreated(t, ctx)
+	g0, r0 := calls()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	time.Sleep(300 * time.Millisecond) // the grant stamp
+	g1, r1 := calls()
+	t.Logf("a waited grant after a release: %d Grant, %d Range/Txn (with the release and the stamp)", g1-g0, r1-r0)
+	if g1 != g0 {
+		t.Errorf("a waited grant without a lock-delay sent %d lease Grants; want none", g1-g0)
+	}
 }
