@@ -101,27 +101,36 @@ func (w *waiter) noteMissed(ahead []*mvccpb.KeyValue) {
 		return
 	}
 	now := time.Now()
+	var in map[string]bool // the keys ahead, made once a key may hold off
+	records := passRecords(w.records)
 	for _, h := range w.watched {
-		if inAhead(ahead, h.key) {
+		if p := recordedPass(records, h); p.After(h.passed) {
+			h.passed = p
+		}
+		if h.d <= 0 && h.passed.IsZero() {
+			continue // most keys: nothing to weigh, no scan of ahead
+		}
+		if in == nil {
+			in = keySet(ahead)
+		}
+		if in[h.key] {
 			continue
 		}
 		h.seen = now
-		if p := recordedPass(w.records, h); p.After(h.passed) {
-			h.passed = p
-		}
 		if h.end().After(w.delay.end()) {
 			w.delay = h // of several gone (a semaphore's), the latest end
 		}
 	}
 }
 
-func inAhead(ahead []*mvccpb.KeyValue, key string) bool {
-	for _, kv := range ahead {
-		if string(kv.Key) == key {
-			return true
-		}
+// keySet returns the keys of kvs as a set: a semaphore's front waiter
+// watches n keys, and looking each up in ahead would cost n².
+func keySet(kvs []*mvccpb.KeyValue) map[string]bool {
+	set := make(map[string]bool, len(kvs))
+	for _, kv := range kvs {
+		set[string(kv.Key)] = true
 	}
-	return false
+	return set
 }
 
 // holdOff waits out the lock-delay of the last key with one that the wait

@@ -56,18 +56,30 @@ func passMillis(end time.Time) int64 {
 	return (end.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 }
 
-// recordedPass returns the end of the delay that h's key passed on in its
-// pass record among records, zero if none.
-func recordedPass(records []*mvccpb.KeyValue, h heldOff) time.Time {
-	want := passKey(h.key)
+// passRecords returns the pass records among records by their keys
+// (passKey of the queue key each belongs to), nil if none.
+func passRecords(records []*mvccpb.KeyValue) map[string]passRecord {
+	if len(records) == 0 {
+		return nil
+	}
+	out := make(map[string]passRecord, len(records))
 	for _, kv := range records {
-		if string(kv.Key) != want {
-			continue
-		}
 		var r passRecord
-		if json.Unmarshal(kv.Value, &r) == nil && r.Rev == h.create {
-			return unixMilli(r.Pass)
+		if json.Unmarshal(kv.Value, &r) == nil {
+			out[string(kv.Key)] = r
 		}
+	}
+	return out
+}
+
+// recordedPass returns the end of the delay that h's key passed on in its
+// pass record among records (passRecords), zero if none.
+func recordedPass(records map[string]passRecord, h heldOff) time.Time {
+	if len(records) == 0 {
+		return time.Time{}
+	}
+	if r, ok := records[passKey(h.key)]; ok && r.Rev == h.create {
+		return unixMilli(r.Pass)
 	}
 	return time.Time{}
 }
