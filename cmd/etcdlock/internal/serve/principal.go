@@ -34,7 +34,10 @@ func (srv *Server) authenticate(r *http.Request) (*principal, func(), error) {
 		return &principal{cli: srv.cli, keep: func() func() { return func() {} }}, func() {}, nil
 	}
 	user, password, ok := r.BasicAuth()
-	if !ok || user == "" {
+	if !ok || user == "" || password == "" {
+		// An empty password is none: clientv3 logs in only with both, so
+		// its client would send no token, and etcd would take its requests
+		// as the TLS identity serve dials with.
 		return nil, nil, errorf(codeUnauthenticated, "this server takes requests as etcd users: send the user's name and password with HTTP Basic authentication")
 	}
 	cli, done, err := srv.users.use(r.Context(), user, password)
