@@ -48,3 +48,33 @@ func TestAttackClientAuthEmptyPassword(t *testing.T) {
 		t.Errorf("%d leases in etcd after requests with no password, want %d", n, before)
 	}
 }
+
+// TestAttackClientAuthOldPassword: shared leases are per user and ttl,
+// not per password. Once alice's password changed, her new one must work
+// (not go through a shared lease her old client opened, which etcd now
+// refuses), and her old one must take nothing, even while serve still
+// has the client it logged in (a request of it came a moment ago) and
+// alice, with the new one, has a shared lease of the ttl it asks for.
+func TestAttackClientAuthOldPassword(t *testing.T) {
+	t.Parallel() // its own cluster
+	tm := startTeams(t)
+	s := startAuthServer(t, tm)
+	old, fresh := tm.alicePW, secret(t, "alice2")
+	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
+		t.Fatalf("alice reads with her password: %d %v", code, out)
+	}
+	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", fresh); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := s.doAs(t, "alice", fresh, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
+		t.Errorf("alice reads with her new password: %d %v, want 200", code, out)
+	}
+	hold := map[string]any{"name": "team-a/mine", "try": true, "ttl": "7s"}
+	if code, out, _ := s.doAs(t, "alice", fresh, "POST", "/v1/hold", hold); code != 200 {
+		t.Fatalf("alice holds with her new password: %d %v", code, out)
+	}
+	stolen := map[string]any{"name": "team-a/stolen", "try": true, "ttl": "7s"}
+	if code, out, _ := s.doAs(t, "alice", old, "POST", "/v1/hold", stolen); code == 200 {
+		t.Errorf("the old password holds team-a/stolen: %d %v, want refused", code, out)
+	}
+}

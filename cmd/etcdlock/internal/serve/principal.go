@@ -17,6 +17,7 @@ import (
 // principal is who a request acts as.
 type principal struct {
 	user string           // the etcd user; "" without client-auth
+	cred string           // its credentials' cache key (credKey); "" without
 	cli  *clientv3.Client // the client every request of it goes through
 	// keep takes one more use of cli, for what outlives the request (a
 	// session, a shared lease); the returned func ends it. Without
@@ -44,7 +45,7 @@ func (srv *Server) authenticate(r *http.Request) (*principal, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &principal{user: user, cli: cli, keep: func() func() {
+	p := &principal{user: user, cred: credKey(user, password), cli: cli, keep: func() func() {
 		_, release, _ := srv.users.use(context.Background(), user, password) // cached and in use: cannot fail
 		if release == nil {
 			return func() {}

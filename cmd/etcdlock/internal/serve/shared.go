@@ -23,11 +23,14 @@ const defaultSharedIdle = 30 * time.Second
 // many TTLs is refused too_many past it.
 const maxSharedTTLs = 16
 
-// sharedKey is whose shared session of which TTL: user is "" without
-// client-auth.
+// sharedKey is whose shared session of which TTL: user and cred are ""
+// without client-auth. A session is of one password of its user (cred,
+// see principal): one opened with a password etcd no longer takes must
+// serve no request with the new one, and one opened with the new one no
+// request with the old.
 type sharedKey struct {
-	user string
-	ttl  time.Duration
+	user, cred string
+	ttl        time.Duration
 }
 
 // sharedSession is the session of one TTL and who uses it. Its fields are
@@ -45,7 +48,7 @@ type sharedSession struct {
 // once the server stops, too_many past maxSharedTTLs, or with NewSession's
 // error.
 func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duration) (*etcdlock.Session, func(), error) {
-	k := sharedKey{p.user, ttl}
+	k := sharedKey{p.user, p.cred, ttl}
 	if s, ok := srv.takeShared(k, nil, nil); ok {
 		return s, srv.doneShared(k), nil
 	}
