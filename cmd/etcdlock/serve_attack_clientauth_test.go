@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -77,4 +79,37 @@ func TestAttackClientAuthOldPassword(t *testing.T) {
 	if code, out, _ := s.doAs(t, "alice", old, "POST", "/v1/hold", stolen); code == 200 {
 		t.Errorf("the old password holds team-a/stolen: %d %v, want refused", code, out)
 	}
+}
+
+// TestAttackClientAuthMetricsNames: /metrics labels every lock by name;
+// alice, whom RBAC keeps out of team-b/, must not learn there from it the
+// names bob holds.
+func TestAttackClientAuthMetricsNames(t *testing.T) {
+	t.Parallel() // its own cluster
+	tm := startTeams(t)
+	s := startAuthServer(t, tm)
+	if code, out, _ := s.doAs(t, "bob", tm.bobPW, "POST", "/v1/hold", map[string]any{"name": "team-b/secret-project", "try": true, "ttl": "10s"}); code != 200 {
+		t.Fatalf("bob holds: %d %v", code, out)
+	}
+	alice, aliceCode := s.metricsAs(t, "alice", tm.alicePW)
+	if strings.Contains(alice, "secret-project") {
+		t.Errorf("alice's /metrics (%d) names bob's lock team-b/secret-project", aliceCode)
+	}
+	if root, code := s.metricsAs(t, "root", tm.rootPW); code != 200 || !strings.Contains(root, "secret-project") {
+		t.Errorf("root's /metrics: %d, want 200 naming team-b/secret-project", code)
+	}
+}
+
+// metricsAs reads /metrics as user.
+func (s *server) metricsAs(t *testing.T, user, password string) (string, int) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctxFor(t, long), "GET", "http://etcdlock/metrics", nil)
+	req.SetBasicAuth(user, password)
+	resp, err := s.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
 }
