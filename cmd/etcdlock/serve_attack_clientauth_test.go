@@ -4,10 +4,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // leases counts the leases in etcd, as root sees them.
@@ -112,4 +115,51 @@ func (s *server) metricsAs(t *testing.T, user, password string) (string, int) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode
+}
+
+// TestAttackClientAuthWrongPasswordFlood: wrong passwords cost serve a
+// dial and etcd a login each; while they are in flight they take places
+// among the clients serve keeps (64). A flood of them, from anyone who
+// reaches serve without a password, must not turn bob away (429).
+func TestAttackClientAuthWrongPasswordFlood(t *testing.T) {
+	t.Parallel() // its own cluster
+	tm := startTeams(t)
+	s := startAuthServer(t, tm)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("GET", "http://etcdlock/v1/leader?name=team-a/e", nil)
+				req.SetBasicAuth(fmt.Sprintf("guess%d", i), fmt.Sprintf("pw%d", n))
+				if resp, err := s.c.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(stop)
+	time.Sleep(500 * time.Millisecond)
+	turned := 0
+	for range 10 {
+		code, out, _ := s.doAs(t, "bob", tm.bobPW, "GET", "/v1/leader?name=team-b/e", nil)
+		if code == http.StatusTooManyRequests {
+			turned++
+			t.Logf("bob: %d %v", code, out)
+		}
+		s.c.CloseIdleConnections()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if turned > 0 {
+		t.Errorf("bob turned away %d times in 10 by a flood of wrong passwords", turned)
+	}
 }
