@@ -163,3 +163,32 @@ func TestAttackClientAuthWrongPasswordFlood(t *testing.T) {
 		t.Errorf("bob turned away %d times in 10 by a flood of wrong passwords", turned)
 	}
 }
+
+// TestAttackClientAuthOldPasswordSession: a session acts through the
+// client of the password that opened it. Once alice's password changed,
+// her old one (its client still cached) must not lock through a session
+// her new one opened: what a password opened, only it uses.
+func TestAttackClientAuthOldPasswordSession(t *testing.T) {
+	t.Parallel() // its own cluster
+	tm := startTeams(t)
+	s := startAuthServer(t, tm)
+	old, fresh := tm.alicePW, secret(t, "alice2")
+	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
+		t.Fatalf("alice reads with her password: %d %v", code, out)
+	}
+	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", fresh); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := s.doAs(t, "alice", fresh, "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
+	if code != 200 {
+		t.Fatalf("alice's session with her new password: %d %v", code, out)
+	}
+	id := out["session"].(string)
+	stolen := map[string]any{"name": "team-a/stolen", "try": true}
+	if code, out, _ := s.doAs(t, "alice", old, "POST", "/v1/sessions/"+id+"/lock", stolen); code == 200 {
+		t.Errorf("the old password locks through the new one's session: %d %v, want refused", code, out)
+	}
+	if n := tm.keysOf(t, "team-a/stolen"); n != 0 {
+		t.Errorf("%d keys of team-a/stolen, want none", n)
+	}
+}

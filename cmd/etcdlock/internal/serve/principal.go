@@ -5,7 +5,7 @@ package serve
 // address (limits.go). With it, every request names an etcd user with HTTP
 // Basic credentials and acts through that user's client only (users.go):
 // its sessions, shared leases, reads and bounds are that user's, and what
-// one user opened no other may use.
+// one user (with one password) opened no other may use.
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // principal is who a request acts as.
 type principal struct {
 	user string           // the etcd user; "" without client-auth
-	cred string           // its credentials' cache key (credKey); "" without
+	cred string           // credKey of its user and password; "" without client-auth
 	cli  *clientv3.Client // the client every request of it goes through
 	// keep takes one more use of cli, for what outlives the request (a
 	// session, a shared lease); the returned func ends it. Without
