@@ -192,3 +192,32 @@ func TestAttackClientAuthOldPasswordSession(t *testing.T) {
 		t.Errorf("%d keys of team-a/stolen, want none", n)
 	}
 }
+
+// TestAttackClientAuthOldPasswordCode: a password etcd no longer takes is
+// 401 unauthenticated, as a wrong one is, even while serve still has the
+// client it logged in: not 503, which tells a client to retry.
+func TestAttackClientAuthOldPasswordCode(t *testing.T) {
+	t.Parallel() // its own cluster
+	tm := startTeams(t)
+	s := startAuthServer(t, tm)
+	old := tm.alicePW
+	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
+		t.Fatalf("alice reads with her password: %d %v", code, out)
+	}
+	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", secret(t, "alice2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/leader?name=team-a/e", nil},
+		{"GET", "/v1/state?name=team-a/job", nil},
+		{"POST", "/v1/hold", map[string]any{"name": "team-a/job", "try": true, "ttl": "10s"}},
+		{"POST", "/v1/sessions", map[string]any{"ttl": "10s"}},
+	} {
+		if code, out, _ := s.doAs(t, "alice", old, tc.method, tc.path, tc.body); code != http.StatusUnauthorized {
+			t.Errorf("the old password: %s %s: %d %v, want 401", tc.method, tc.path, code, out)
+		}
+	}
+}
