@@ -112,6 +112,9 @@ func (a *app) dialer(ctx context.Context, cli *clientv3.Client) (serve.Dialer, e
 		return nil, exitf(exitUsage, "TLS: %v", err)
 	}
 	return func(_ context.Context, user, password string) (*clientv3.Client, error) {
+		if user == "" || password == "" { // clientv3 would not log in: it would act as serve's TLS identity
+			return nil, rpctypes.ErrAuthFailed
+		}
 		return clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsCfg, Username: user, Password: password,
 			DialTimeout: a.conn.dialTimeout, DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 6 * time.Second,
 			Logger: a.logger()})

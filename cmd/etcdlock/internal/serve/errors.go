@@ -102,6 +102,11 @@ func classify(err error) *apiError {
 // writeError answers err as JSON with its code's status, and counts it.
 func (srv *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
+	if srv.users != nil && ae.code == codeUnavailable && refusedLogin(err, ae.msg) {
+		// The caller's client logged in once, but etcd no longer takes its
+		// password (changed, or the user deleted): as a wrong one, 401.
+		ae = errorf(codeUnauthenticated, "etcd refused the user name or password: %s", ae.msg)
+	}
 	srv.metrics.errors.WithLabelValues(ae.code).Inc()
 	switch ae.code {
 	case codeTooMany:
@@ -143,4 +148,12 @@ func waitCtx(ctx context.Context, wait time.Duration) (context.Context, context.
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeoutCause(ctx, wait, errWaitOver)
+}
+
+// refusedLogin reports whether err (msg, its text) is etcd refusing a
+// client's login: its token's refresh, with a password etcd no longer
+// takes.
+func refusedLogin(err error, msg string) bool {
+	return errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) ||
+		strings.Contains(msg, rpctypes.ErrAuthFailed.Error())
 }

@@ -102,11 +102,11 @@ func orDefault[T int | time.Duration](n, def T) T {
 }
 
 // ownerOf names r's client as the owner of a hold (holds.go): its etcd
-// user with client-auth, else its exact remote IP, or "local" for a unix
-// socket's.
+// user and password (credKey) with client-auth, else its exact remote IP,
+// or "local" for a unix socket's.
 func ownerOf(r *http.Request) string {
-	if user := principalOf(r).user; user != "" {
-		return "user " + user
+	if cred := principalOf(r).cred; cred != "" {
+		return "user " + cred
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if ip := net.ParseIP(host); err == nil && ip != nil {

@@ -5,7 +5,7 @@ package serve
 // address (limits.go). With it, every request names an etcd user with HTTP
 // Basic credentials and acts through that user's client only (users.go):
 // its sessions, shared leases, reads and bounds are that user's, and what
-// one user opened no other may use.
+// one user (with one password) opened no other may use.
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 // principal is who a request acts as.
 type principal struct {
 	user string           // the etcd user; "" without client-auth
+	cred string           // credKey of its user and password; "" without client-auth
 	cli  *clientv3.Client // the client every request of it goes through
 	// keep takes one more use of cli, for what outlives the request (a
 	// session, a shared lease); the returned func ends it. Without
@@ -34,14 +35,17 @@ func (srv *Server) authenticate(r *http.Request) (*principal, func(), error) {
 		return &principal{cli: srv.cli, keep: func() func() { return func() {} }}, func() {}, nil
 	}
 	user, password, ok := r.BasicAuth()
-	if !ok || user == "" {
+	if !ok || user == "" || password == "" {
+		// An empty password is none: clientv3 logs in only with both, so
+		// its client would send no token, and etcd would take its requests
+		// as the TLS identity serve dials with.
 		return nil, nil, errorf(codeUnauthenticated, "this server takes requests as etcd users: send the user's name and password with HTTP Basic authentication")
 	}
 	cli, done, err := srv.users.use(r.Context(), user, password)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &principal{user: user, cli: cli, keep: func() func() {
+	p := &principal{user: user, cred: credKey(user, password), cli: cli, keep: func() func() {
 		_, release, _ := srv.users.use(context.Background(), user, password) // cached and in use: cannot fail
 		if release == nil {
 			return func() {}

@@ -20,7 +20,6 @@ import (
 	"github.com/etcdlock/etcdlock/lockmetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -138,7 +137,7 @@ func (srv *Server) routes() {
 	m.HandleFunc("DELETE /v1/holds/{id}", srv.releaseHold)
 	m.HandleFunc("POST /v1/sessions/{id}/lock", srv.sessionLock)
 	m.HandleFunc("POST /v1/sessions/{id}/unlock", srv.sessionUnlock)
-	m.Handle("GET /metrics", promhttp.HandlerFor(srv.reg, promhttp.HandlerOpts{}))
+	m.Handle("GET /metrics", srv.metricsHandler())
 	srv.mux = m
 }
 

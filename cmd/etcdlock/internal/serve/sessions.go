@@ -24,7 +24,7 @@ import (
 type clientSession struct {
 	// Set when opened, then read-only.
 	id   string
-	user string // who opened it (principal.go): only its requests use it
+	cred string // the credentials that opened it (principal.go): only requests with them use it
 	s    *etcdlock.Session
 	ttl  time.Duration
 	free func() // ends the session's count against the bounds (limits.go) and its use of its client
@@ -81,7 +81,7 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
-	cs := &clientSession{id: newSessionID(), user: p.user, s: s, ttl: ttl, free: free, locks: map[etcdlock.Token]sessionLock{}}
+	cs := &clientSession{id: newSessionID(), cred: p.cred, s: s, ttl: ttl, free: free, locks: map[etcdlock.Token]sessionLock{}}
 	srv.mu.Lock()
 	closed := srv.closed
 	if !closed {
@@ -99,13 +99,14 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"session": cs.id, "ttl": ttl.String()})
 }
 
-// session returns the open session of r's id, if r's user opened it, or
-// writes the error (another user's session is as unknown as none).
+// session returns the open session of r's id, if r's credentials opened
+// it (its user's, with the same password: the session acts through their
+// client), or writes the error (another's session is as unknown as none).
 func (srv *Server) session(w http.ResponseWriter, r *http.Request) *clientSession {
 	srv.mu.Lock()
 	cs := srv.sessions[r.PathValue("id")]
 	srv.mu.Unlock()
-	if cs != nil && cs.user != principalOf(r).user {
+	if cs != nil && cs.cred != principalOf(r).cred {
 		cs = nil
 	}
 	if cs == nil {

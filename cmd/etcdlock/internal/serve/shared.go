@@ -31,11 +31,14 @@ const (
 	sharedPerTTL = 4
 )
 
-// sharedKey is whose shared sessions of which TTL: user is "" without
-// client-auth.
+// sharedKey is whose shared sessions of which TTL: user and cred are ""
+// without client-auth. A session is of one password of its user (cred,
+// see principal): one opened with a password etcd no longer takes must
+// serve no request with the new one, and one opened with the new one no
+// request with the old.
 type sharedKey struct {
-	user string
-	ttl  time.Duration
+	user, cred string
+	ttl        time.Duration
 }
 
 // sharedSession is one shared session and who uses it. Its fields after
@@ -54,7 +57,7 @@ type sharedSession struct {
 // errStopping once the server stops, too_many past maxSharedTTLs, or with
 // NewSession's error.
 func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duration) (*etcdlock.Session, func(), error) {
-	k := sharedKey{p.user, ttl}
+	k := sharedKey{p.user, p.cred, ttl}
 	if sh, err := srv.takeShared(k, false); sh != nil || err != nil {
 		return sharedUse(sh, srv, err)
 	}

@@ -24,7 +24,12 @@ import (
 const (
 	// maxUserClients bounds the cached clients (a gRPC connection and a
 	// login each); a request that needs one more is refused too_many.
+	// Dials in flight do not count (they may end in a refusal, which
+	// anyone can cause), so up to maxDials more may be open a moment.
 	maxUserClients = 64
+	// maxDials bounds the dials (logins: a bcrypt each in etcd) in flight;
+	// a request that needs one more waits for its turn.
+	maxDials = 8
 	// userIdle is how long a client nobody uses stays open.
 	userIdle = 2 * time.Minute
 )
@@ -40,10 +45,13 @@ type userClients struct {
 	dial Dialer
 	idle time.Duration
 
-	mu     sync.Mutex
-	byCred map[string]*userClient // by credKey
-	closed bool                   // set by close: no client opens after it
-	open   sync.WaitGroup         // dials and closes in flight
+	dials chan struct{} // a slot per dial in flight (maxDials)
+
+	mu      sync.Mutex
+	byCred  map[string]*userClient // by credKey
+	dialing int                    // of byCred, those whose dial is in flight
+	closed  bool                   // set by close: no client opens after it
+	open    sync.WaitGroup         // dials and closes in flight
 }
 
 // userClient is one cached client; its fields after ready are guarded by
@@ -57,7 +65,8 @@ type userClient struct {
 }
 
 func newUserClients(dial Dialer, idle time.Duration) *userClients {
-	return &userClients{dial: dial, idle: orDefault(idle, userIdle), byCred: map[string]*userClient{}}
+	return &userClients{dial: dial, idle: orDefault(idle, userIdle), byCred: map[string]*userClient{},
+		dials: make(chan struct{}, maxDials)}
 }
 
 // credKey keys a user's client by its user and a hash of its password, so
@@ -69,33 +78,15 @@ func credKey(user, password string) string {
 }
 
 // use returns the client of user and password, dialing one (one dial per
-// key at a time), and the end of this use (call it once). It fails with
-// unauthenticated when etcd refuses the credentials, too_many past
-// maxUserClients, errStopping after close, or unavailable.
+// key at a time, maxDials at once), and the end of this use (call it
+// once). It fails with unauthenticated when etcd refuses the credentials,
+// too_many past maxUserClients, errStopping after close, or unavailable.
 func (u *userClients) use(ctx context.Context, user, password string) (*clientv3.Client, func(), error) {
 	key := credKey(user, password)
-	u.mu.Lock()
-	if u.closed {
-		u.mu.Unlock()
-		return nil, nil, errStopping
+	uc, err := u.entry(ctx, key, user, password)
+	if err != nil {
+		return nil, nil, err
 	}
-	uc := u.byCred[key]
-	if uc == nil {
-		if len(u.byCred) >= maxUserClients {
-			u.mu.Unlock()
-			return nil, nil, errorf(codeTooMany, "the server has clients of %d users open, the most it keeps", maxUserClients)
-		}
-		uc = &userClient{ready: make(chan struct{})}
-		u.byCred[key] = uc
-		u.open.Add(1)
-		go u.dialFor(key, uc, user, password)
-	}
-	uc.uses++
-	if uc.idle != nil {
-		uc.idle.Stop()
-		uc.idle = nil
-	}
-	u.mu.Unlock()
 	done := func() { u.done(key, uc) }
 	select {
 	case <-uc.ready:
@@ -110,6 +101,59 @@ func (u *userClients) use(ctx context.Context, user, password string) (*clientv3
 	return uc.cli, done, nil
 }
 
+// entry counts a use of key's entry, first starting its dial when it has
+// none: the dial waits for a slot (with ctx) before its entry exists, so
+// a flood of logins etcd refuses waits its turn and takes no place among
+// the clients kept.
+func (u *userClients) entry(ctx context.Context, key, user, password string) (*userClient, error) {
+	slot := false // holds a place in u.dials
+	defer func() {
+		if slot {
+			<-u.dials
+		}
+	}()
+	for {
+		u.mu.Lock()
+		uc := u.byCred[key]
+		switch {
+		case u.closed:
+			u.mu.Unlock()
+			return nil, errStopping
+		case uc == nil && len(u.byCred)-u.dialing >= maxUserClients:
+			u.mu.Unlock()
+			return nil, errorf(codeTooMany, "the server has clients of %d users open, the most it keeps", maxUserClients)
+		case uc == nil && slot:
+			uc = &userClient{ready: make(chan struct{})}
+			u.byCred[key] = uc
+			u.dialing++
+			u.open.Add(1)
+			slot = false // dialFor frees it
+			go u.dialFor(key, uc, user, password)
+		}
+		if uc != nil {
+			u.take(uc)
+			u.mu.Unlock()
+			return uc, nil
+		}
+		u.mu.Unlock()
+		select {
+		case u.dials <- struct{}{}:
+			slot = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// take counts one more use of uc. Call with u.mu held.
+func (u *userClients) take(uc *userClient) {
+	uc.uses++
+	if uc.idle != nil {
+		uc.idle.Stop()
+		uc.idle = nil
+	}
+}
+
 // dialFor dials uc; a failed dial leaves the cache at once, so the next
 // request tries again.
 func (u *userClients) dialFor(key string, uc *userClient, user, password string) {
@@ -120,7 +164,9 @@ func (u *userClients) dialFor(key string, uc *userClient, user, password string)
 	if err != nil {
 		err = loginError(err)
 	}
+	<-u.dials
 	u.mu.Lock()
+	u.dialing--
 	uc.cli, uc.err = cli, err
 	if err != nil && u.byCred[key] == uc {
 		delete(u.byCred, key)
