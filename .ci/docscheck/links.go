@@ -64,13 +64,7 @@ func checkTarget(fsys fs.FS, from, target string, anchorsOf func(string) (map[st
 	if u, err := url.PathUnescape(p); err == nil {
 		p = u
 	}
-	resolved := from
-	switch {
-	case strings.HasPrefix(p, "/"):
-		resolved = path.Clean(strings.TrimLeft(p, "/"))
-	case p != "":
-		resolved = path.Join(path.Dir(from), p)
-	}
+	resolved := resolve(from, p)
 	if resolved == ".." || strings.HasPrefix(resolved, "../") {
 		return "it leaves the repository"
 	}
@@ -92,6 +86,18 @@ func checkTarget(fsys fs.FS, from, target string, anchorsOf func(string) (map[st
 		return fmt.Sprintf("no heading of %s has the anchor #%s", resolved, frag)
 	}
 	return ""
+}
+
+// resolve returns the path p names in a link from the file from: from
+// itself if p is empty, relative to the root if p starts with '/'.
+func resolve(from, p string) string {
+	switch {
+	case p == "":
+		return from
+	case strings.HasPrefix(p, "/"):
+		return path.Clean(strings.TrimLeft(p, "/"))
+	}
+	return path.Join(path.Dir(from), p)
 }
 
 // extractLinks returns the targets of md's links and images: inline ones,
