@@ -47,7 +47,7 @@ func TestFence(t *testing.T) {
 
 // TestFenceSharedMark checks that a shared token admitted by AdmitShared
 // fences an older writer: a writer paused past its lease must not be admitted
-// after a later reader (the README's promise that a resource never accepts an
+// after a later reader (docs/guarantees.md's promise that a resource never accepts an
 // older holder's read or write), while readers holding together still admit
 // each other in any order.
 func TestFenceSharedMark(t *testing.T) {

@@ -10,8 +10,9 @@
 //	curl -i http://127.0.0.1:8080/billing/nightly                                          # v1, Fencing-Token: 7
 //
 // The store itself is the importable package
-// github.com/etcdlock/etcdlock/examples/fenced-store/store; see README.md
-// for the same pattern in SQL.
+// github.com/etcdlock/etcdlock/examples/fenced-store/store; see
+// docs/guarantees.md ("Checking tokens at the resource") for the same
+// pattern in SQL.
 package main
 
 import (

@@ -64,8 +64,8 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 }
 
 // TestAttackPassRecordRBACOneName: every client is a user whose role has
-// readwrite on KeyPrefix(name) and BarrierPrefix(name) only (README,
-// "RBAC"). The first waiter takes up the holder's lock-delay and leaves
+// readwrite on KeyPrefix(name) and BarrierPrefix(name) only (docs/security.md,
+// "Roles for teams"). The first waiter takes up the holder's lock-delay and leaves
 // before the second waiter's watch starts: its pass write (key and record)
 // and the second waiter's read of the records must both be permitted, and
 // the second waiter still waits the delay out.

@@ -61,6 +61,6 @@
 //
 // The suite runs in CI in a few minutes (12 s per cell, 10 s per
 // self-test). Set ETCDLOCK_SAFETY_DURATION (for example 60s) for longer
-// runs, with go test -timeout 0; the README's Safety section has the
+// runs, with go test -timeout 0; docs/safety.md has the
 // details.
 package safety

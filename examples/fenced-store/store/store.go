@@ -9,8 +9,8 @@
 // Fencing-Token header, etcdlock.TokenHeader); Client is the writer's side.
 // The check and the write happen under one mutex: a fence is only as good as
 // the atomicity of "check the token, then write". A SQL table gets the same
-// effect from a single conditional UPDATE (see the README next to this
-// package).
+// effect from a single conditional UPDATE (see docs/guarantees.md,
+// "Checking tokens at the resource").
 package store
 
 import (
