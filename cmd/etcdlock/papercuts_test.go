@@ -3,10 +3,12 @@
 package main
 
 import (
+	"net"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOperatorPapercuts: what an operator reads says what happened.
@@ -52,4 +54,29 @@ func TestOperatorPapercuts(t *testing.T) {
 			t.Errorf("a loopback page warns: %s", p.stderr.String())
 		}
 	})
+}
+
+// TestDefaultEndpointHint: failing to reach the default endpoint says that
+// it is the default and how to name another; a given endpoint does not.
+func TestDefaultEndpointHint(t *testing.T) {
+	if c, err := net.DialTimeout("tcp", defaultEndpoint, time.Second); err == nil {
+		c.Close()
+		t.Skipf("something listens on %s", defaultEndpoint)
+	}
+	p := startRaw(t, nil, "--dial-timeout", "1s", "status", "x")
+	if code, _ := p.wait(); code != exitUsage {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, p.stderr.String())
+	}
+	stderr := p.stderr.String()
+	oneErrorLine(t, stderr, "cannot reach etcd at "+defaultEndpoint)
+	for _, want := range []string{"default", "--endpoints", "ETCDCTL_ENDPOINTS"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not mention %s", stderr, want)
+		}
+	}
+	p = startRaw(t, nil, "--dial-timeout", "1s", "--endpoints", "127.0.0.1:1", "status", "x")
+	p.wait()
+	if stderr := p.stderr.String(); strings.Contains(stderr, "default") {
+		t.Errorf("a given endpoint is called the default: %q", stderr)
+	}
 }
