@@ -235,9 +235,7 @@ Exit codes of run and elect: the command's own (128+N if it died of signal N);
 	root.SuggestionsMinimumDistance = 2
 	a.conn.register(root)
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.lsCmd(), a.electCmd(), a.observeCmd(), a.breakCmd(), a.onceCmd(), a.uiCmd(), a.serveCmd(), a.clustersCmd(), a.moveCmd(), a.versionCmd())
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usagef(cmd, "%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}

@@ -80,3 +80,30 @@ func TestDefaultEndpointHint(t *testing.T) {
 		t.Errorf("a given endpoint is called the default: %q", stderr)
 	}
 }
+
+// TestUnknownFlagSuggestion: a mistyped flag gets the command's flag it is
+// closest to, on the same one line; a flag like none gets no guess.
+func TestUnknownFlagSuggestion(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		want, not string
+	}{
+		{[]string{"run", "--wiat", "5s", "x", "--", "true"}, "unknown flag: --wiat; did you mean --wait?", ""},
+		{[]string{"run", "x", "--max-runtim=1m", "--", "true"}, "did you mean --max-runtime?", ""},
+		{[]string{"--dial-timout", "1s", "status", "x"}, "did you mean --dial-timeout?", ""},
+		{[]string{"status", "x", "--endpoint", "127.0.0.1:1"}, "did you mean --endpoints?", ""},
+		{[]string{"run", "--bogus", "x", "--", "true"}, "unknown flag: --bogus (see", "did you mean"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			p := startRaw(t, nil, append([]string{"--endpoints", "127.0.0.1:1"}, tc.args...)...)
+			if code, _ := p.wait(); code != exitUsage {
+				t.Errorf("exit %d, want 1", code)
+			}
+			stderr := p.stderr.String()
+			oneErrorLine(t, stderr, tc.want)
+			if tc.not != "" && strings.Contains(stderr, tc.not) {
+				t.Errorf("stderr %q has %q", stderr, tc.not)
+			}
+		})
+	}
+}
