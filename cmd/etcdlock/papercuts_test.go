@@ -107,3 +107,23 @@ func TestUnknownFlagSuggestion(t *testing.T) {
 		})
 	}
 }
+
+// TestUIServingLine: the ui's first line names what it shows: all names
+// without --prefix, else the prefix, quoted.
+func TestUIServingLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `serving the status page of all names on http://`},
+		{[]string{"--prefix", "team-a/"}, `serving the status page of the names under "team-a/" on http://`},
+	} {
+		p := start(t, append([]string{"ui", "--listen", "127.0.0.1:0"}, tc.args...)...)
+		waitStderr(t, p, regexp.MustCompile(`serving the status page`))
+		p.signal(syscall.SIGINT)
+		p.wait()
+		if stderr := p.stderr.String(); !strings.Contains(stderr, tc.want) {
+			t.Errorf("ui %v: stderr %q, want %q", tc.args, stderr, tc.want)
+		}
+	}
+}
