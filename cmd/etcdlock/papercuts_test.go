@@ -3,6 +3,8 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"net"
 	"regexp"
 	"strings"
@@ -17,18 +19,6 @@ func TestOperatorPapercuts(t *testing.T) {
 		code, out, _ := run(t, "ls", uniqueName(t))
 		if code != 0 || !strings.Contains(out, "has a holder") || strings.Contains(out, "NAME") {
 			t.Fatalf("exit %d, stdout %q", code, out)
-		}
-	})
-	t.Run("help names every command and exit code", func(t *testing.T) {
-		_, root, _ := run(t, "--help")
-		_, runHelp, _ := run(t, "run", "--help")
-		for _, want := range []string{"status page: ui)", "(once)"} {
-			if !strings.Contains(root, want) {
-				t.Errorf("etcdlock --help does not mention %s", want)
-			}
-		}
-		if !regexp.MustCompile(`124 --wait ran out[^;]*--max-runtime ran\s+out`).MatchString(runHelp) {
-			t.Errorf("run --help does not say that --max-runtime exits 124:\n%s", runHelp)
 		}
 	})
 	t.Run("ui refuses a prefix that is no name and hints at the key prefix", func(t *testing.T) {
@@ -85,7 +75,7 @@ func TestDefaultEndpointHint(t *testing.T) {
 // closest to, on the same one line; a flag like none gets no guess.
 func TestUnknownFlagSuggestion(t *testing.T) {
 	for _, tc := range []struct {
-		args       []string
+		args      []string
 		want, not string
 	}{
 		{[]string{"run", "--wiat", "5s", "x", "--", "true"}, "unknown flag: --wiat; did you mean --wait?", ""},
@@ -124,6 +114,43 @@ func TestUIServingLine(t *testing.T) {
 		p.wait()
 		if stderr := p.stderr.String(); !strings.Contains(stderr, tc.want) {
 			t.Errorf("ui %v: stderr %q, want %q", tc.args, stderr, tc.want)
+		}
+	}
+}
+
+// TestHelpNamesEveryCommand: the root's help and the package doc name
+// every command, and the exit codes are written in one place only, which
+// the root's help, run's help and the package doc point to.
+func TestHelpNamesEveryCommand(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgDoc := f.Doc.Text()
+	_, rootHelp, _ := run(t, "--help")
+	rootHelp, _, _ = strings.Cut(rootHelp, "\nUsage:")
+	_, runHelp, _ := run(t, "run", "--help")
+	runHelp, _, _ = strings.Cut(runHelp, "\nUsage:")
+	root := (&app{}).rootCmd()
+	for _, c := range root.Commands() {
+		name := c.Name()
+		if c.Hidden || name == "help" || name == "version" {
+			continue
+		}
+		if !regexp.MustCompile(`[(\s]` + name + `[),]`).MatchString(rootHelp) {
+			t.Errorf("etcdlock --help does not name %s:\n%s", name, rootHelp)
+		}
+		if !strings.Contains(pkgDoc, "\tetcdlock "+name+" ") {
+			t.Errorf("the package doc's usage leaves out %s", name)
+		}
+	}
+	const pointer = "Exit codes: see docs/cli.md#exit-codes"
+	for what, text := range map[string]string{"etcdlock --help": rootHelp, "run --help": runHelp, "the package doc": pkgDoc} {
+		if !strings.Contains(oneLine(text), pointer) {
+			t.Errorf("%s does not say %q", what, pointer)
+		}
+		if regexp.MustCompile(`\b12[67]\s+(CMD|command)`).MatchString(text) {
+			t.Errorf("%s still copies the exit codes:\n%s", what, text)
 		}
 	}
 }
