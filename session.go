@@ -84,6 +84,12 @@ type Session struct {
 // when it fails; nothing is left behind then. Closing cli ends its
 // sessions with ErrSessionExpired.
 //
+// NewSession waits for etcd for as long as ctx allows: the etcd client
+// does not fail on an endpoint it cannot reach but keeps trying it, logging
+// retry warnings through cli's logger, so with a wrong endpoint or a
+// cluster that is down NewSession waits until ctx ends. Pass a ctx with a
+// deadline (context.WithTimeout) to get an error rather than a long wait.
+//
 // On a cluster of a sharded deployment use NewShardedSession instead: a
 // plain session's writes do not compare the slot's stamp, so a move of the
 // slot could not freeze them, and a name could be held on two clusters.

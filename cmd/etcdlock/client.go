@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -129,15 +130,24 @@ func (c *connFlags) connectError(eps []string, err error) error {
 	case errors.Is(err, errNoLeader):
 		return exitf(exitUsage, "etcd at %s: %v", at, err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return exitf(exitUsage, "cannot reach etcd at %s: no answer within %v (--dial-timeout)", at, c.dialTimeout)
+		return exitf(exitUsage, "cannot reach etcd at %s: no answer within %v (--dial-timeout)%s", at, c.dialTimeout, c.defaultHint(at))
 	case !errors.As(err, &answer) && (code == codes.Unavailable || code == codes.Unknown):
-		return exitf(exitUsage, "cannot reach etcd at %s: %s", at, errText(err))
+		return exitf(exitUsage, "cannot reach etcd at %s: %s%s", at, errText(err), c.defaultHint(at))
 	}
 	msg := strings.TrimPrefix(errText(err), "etcdserver: ")
 	if c.user == "" && strings.Contains(msg, "user name is empty") {
 		msg += " (the cluster has authentication on: give --user)"
 	}
 	return exitf(exitUsage, "etcd at %s: %s", at, msg)
+}
+
+// defaultHint is what connectError adds when at, which cannot be reached,
+// is the default endpoint that nobody asked for.
+func (c *connFlags) defaultHint(at string) string {
+	if !c.defaultEndpoints || at != defaultEndpoint {
+		return ""
+	}
+	return fmt.Sprintf("; %s is the default endpoint: give the cluster's with --endpoints or $ETCDCTL_ENDPOINTS", defaultEndpoint)
 }
 
 // probe asks every endpoint for its status at once and returns nil as soon

@@ -24,6 +24,7 @@ type connFlags struct {
 	insecureSkipVerify bool
 	user               string
 	userFromEnv        bool // user came from $ETCDCTL_USER, where "user:password" is allowed
+	defaultEndpoints   bool // neither --endpoints nor $ETCDCTL_ENDPOINTS was given
 	passwordFile       string
 	dialTimeout        time.Duration
 	commandTimeout     time.Duration
@@ -62,6 +63,7 @@ func (c *connFlags) resolve(cmd *cobra.Command) error {
 	if err := c.fromEnv(cmd); err != nil {
 		return err
 	}
+	c.defaultEndpoints = !cmd.Flags().Changed("endpoints") && os.Getenv(envOf["endpoints"]) == ""
 	switch {
 	case c.dialTimeout <= 0:
 		return usagef(cmd, "--dial-timeout must be positive, not %v", c.dialTimeout)

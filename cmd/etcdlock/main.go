@@ -1,7 +1,10 @@
 // Command etcdlock runs a job under a fair etcd lock, shows who holds and
-// waits for a lock, takes part in or watches a leader election, and breaks a
-// stuck lock. It uses the etcdlock library, so it agrees with every Go
-// program that uses it on the same names.
+// waits for a lock, takes part in or watches a leader election, shows or
+// clears what run --once recorded, breaks a stuck lock, serves the locks
+// over HTTP/JSON to programs in any language, and manages a sharded
+// deployment: its clusters and the moves of its slots between them. It uses
+// the etcdlock library, so it agrees with every Go program that uses it on
+// the same names.
 //
 // Usage:
 //
@@ -10,16 +13,21 @@
 //	etcdlock ls [PREFIX] [-o table|json]
 //	etcdlock elect NAME VALUE [-- CMD [ARGS...]]
 //	etcdlock observe NAME
-//	etcdlock break NAME --force
+//	etcdlock break NAME (--force | --older-than D)
+//	etcdlock once (show | clear) NAME
 //	etcdlock run --names A,B,C [flags] -- CMD [ARGS...]
 //	etcdlock ui [--listen 127.0.0.1:8080] [--prefix P] [--allow-break]
 //	etcdlock serve [--listen 127.0.0.1:7070] [--socket PATH] [--auth-token-file F]
+//	etcdlock clusters [init | add | set-endpoints | remove | raise ...]
+//	etcdlock move (--slot S | --name NAME) (--to CLUSTER [--force-after D] [--resume] | --abort)
 //	etcdlock version
 //
 // A cron line that runs tonight's billing job on exactly one machine, giving
 // up if another machine still runs yesterday's after an hour:
 //
 //	0 2 * * * etcdlock --endpoints etcd-0:2379,etcd-1:2379 run billing/nightly --wait 1h -- /opt/billing/run
+//
+// Exit codes: see docs/cli.md#exit-codes
 //
 // # Connection
 //
@@ -67,23 +75,6 @@
 // than the highest it has seen. CMD runs in its own process group, so it
 // cannot read from an interactive terminal.
 //
-// # Exit codes
-//
-//	0-123  CMD's own exit status (128+N when CMD died of signal N)
-//	1      usage or connection error; collides with a CMD exiting 1, so
-//	       etcdlock's line on stderr says which: etcdlock's own errors start
-//	       with "etcdlock: " and name the problem, and a CMD that exits
-//	       non-zero gets "etcdlock: command ... exited with status N"
-//	124    a time limit ran out: --wait before the lock was granted, or
-//	       --max-runtime while CMD ran (CMD got SIGTERM, then SIGKILL
-//	       --grace later, and the lock was released); stderr says which
-//	125    the lock (or leadership) was lost while CMD ran (or after the
-//	       grant, before CMD started: CMD is not started then), or its
-//	       lease could not be renewed in time and etcdlock terminated CMD
-//	126    CMD exists but cannot be run
-//	127    CMD not found
-//	128+N  etcdlock got signal N while waiting for the lock (no key is left)
-//
 // # elect and observe
 //
 // elect campaigns in an election and holds leadership: with a CMD, it runs
@@ -128,7 +119,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes reserved by etcdlock (see the package documentation).
+// Exit codes reserved by etcdlock (see docs/cli.md#exit-codes).
 const (
 	exitUsage       = 1
 	exitWaitTimeout = 124 // --wait ran out
@@ -211,12 +202,11 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `etcdlock runs a command while holding a fair etcd lock (run), shows who holds
 and waits for a lock (status, ls, and a live status page: ui), takes part in
 or watches a leader election (elect, observe), shows or clears what run --once
-recorded (once) and breaks a stuck lock (break).
+recorded (once), breaks a stuck lock (break), serves the locks over HTTP/JSON
+to programs in any language (serve) and manages a sharded deployment: its
+clusters (clusters) and the moves of its slots between them (move).
 
-Exit codes of run and elect: the command's own (128+N if it died of signal N);
-1 usage or connection error; 124 --wait or --max-runtime ran out; 125 lock or leadership lost
-(or not renewed in time) while the command ran; 126 command not runnable;
-127 command not found; 128+N etcdlock got signal N while waiting (no key left).`,
+Exit codes: see docs/cli.md#exit-codes`,
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		DisableSuggestions: true, // execute adds them on the same line
@@ -235,9 +225,7 @@ Exit codes of run and elect: the command's own (128+N if it died of signal N);
 	root.SuggestionsMinimumDistance = 2
 	a.conn.register(root)
 	root.AddCommand(a.runCmd(), a.statusCmd(), a.lsCmd(), a.electCmd(), a.observeCmd(), a.breakCmd(), a.onceCmd(), a.uiCmd(), a.serveCmd(), a.clustersCmd(), a.moveCmd(), a.versionCmd())
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usagef(cmd, "%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}

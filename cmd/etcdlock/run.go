@@ -60,13 +60,7 @@ Without CMD, hold the lock interactively (as "etcdctl lock NAME" does): print
 the grant (name, token, key) on stdout and hold it until SIGINT or SIGTERM
 (release, exit 0) or its loss (exit 125).
 
-Exit codes: CMD's own (128+N if it died of signal N), or 0 when --once found
-ID done; 1 usage or connection
-error (etcdlock's stderr line says which, as a CMD's own 1 looks the same);
-124 --wait ran out (in the queue, or waiting for etcd) or --max-runtime ran
-out (CMD was terminated); 125 lock lost (or its lease not renewed in time, so
-etcdlock terminated CMD) while CMD ran; 126 CMD not runnable; 127 CMD not
-found; 128+N interrupted by signal N while waiting (no key left).`
+Exit codes: see docs/cli.md#exit-codes`
 
 func (a *app) runCmd() *cobra.Command {
 	var o holdOpts

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 
@@ -83,9 +84,13 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 	if allowBreak {
 		mode = "break allowed"
 	}
-	a.logf("serving the status page of %q on http://%s/ (%s); Ctrl-C ends it", prefix, ln.Addr(), mode)
+	names := "all names"
+	if prefix != "" {
+		names = fmt.Sprintf("the names under %q", prefix)
+	}
+	a.logf("serving the status page of %s on http://%s/ (%s); Ctrl-C ends it", names, ln.Addr(), mode)
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		a.logf("note: %s is reachable from other machines: anyone who can reach it sees every lock name and holder identity under %q, with no login", ln.Addr(), prefix)
+		a.logf("note: %s is reachable from other machines: anyone who can reach it sees %s with their holders' identities, with no login", ln.Addr(), names)
 	}
 	return runUI(srv, ln, sigs)
 }
