@@ -29,7 +29,7 @@ const (
 	// (the library's default is TTL/3). With the default TTL and grace a
 	// command rides out an outage of etcd, or of the path to it, of up to
 	// TTL - TTL/10 - TTL/100 - 50ms - grace = 6.85 s before it gets SIGTERM
-	// (README, "etcdlock run"). One process renewing once a second costs
+	// (docs/cli.md, "The outage a job rides out"). One process renewing once a second costs
 	// the etcd leader nothing to speak of.
 	renewDivisor = 10
 	maxTTL       = 24 * time.Hour

@@ -1,7 +1,7 @@
 package ui
 
 // Generators and measurements, run by hand (they skip unless asked for):
-// the README's screenshot, and the page with 100,000 held locks.
+// the screenshot in docs/ui.md, and the page with 100,000 held locks.
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 )
 
 // TestWriteScreenshot writes a screenshot of the page with a few queues to
-// $ETCDLOCK_UI_SCREENSHOT (the README's docs/ui.png).
+// $ETCDLOCK_UI_SCREENSHOT (docs/ui.png, shown in docs/ui.md).
 func TestWriteScreenshot(t *testing.T) {
 	path := os.Getenv("ETCDLOCK_UI_SCREENSHOT")
 	if path == "" {
-		t.Skip("set ETCDLOCK_UI_SCREENSHOT=$PWD/docs/ui.png (from the repository root) to write the README's screenshot")
+		t.Skip("set ETCDLOCK_UI_SCREENSHOT=$PWD/docs/ui.png (from the repository root) to write the screenshot in docs/ui.md")
 	}
 	b := browser(t)
 	cli := newClient(t)
