@@ -38,13 +38,12 @@ kind is "mutex" (default), "semaphore" (with "n"), "read" or "write".
 Errors are {"error":..., "code":...} with codes invalid_name,
 invalid_argument, kind_mismatch, locked, timeout, not_held,
 session_expired, not_found, method_not_allowed, unavailable,
-permission_denied, unauthenticated, cross_site, unsupported_media_type
-and too_many (429,
+permission_denied, unauthenticated, forbidden_origin and too_many (429,
 with Retry-After, past a --max-* bound). Keys are exact:
 a key given twice, or in another case than documented, is
 invalid_argument. A body must be Content-Type: application/json.
 
-What a web page could send is refused (cross_site): an Origin header not
+What a web page could send is refused (forbidden_origin): an Origin header not
 given with --allow-origin, and over TCP a Host that does not name the
 server (its address, localhost on loopback, the host name otherwise, or a
 name given with --allow-host).

@@ -25,13 +25,13 @@ func TestServeRefusesCrossSite(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"simple POST from a page", "", "http://evil.example", "text/plain", 403, "cross_site"},
-		{"JSON from a foreign origin", "", "http://evil.example", "application/json", 403, "cross_site"},
-		{"rebinding host", "evil.example:" + port, "", "application/json", 403, "cross_site"},
-		{"localhost on another port", "localhost:1", "", "application/json", 403, "cross_site"},
-		{"text body", "", "", "text/plain", 415, "unsupported_media_type"},
-		{"form body", "", "", "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
-		{"no content type", "", "", "", 415, "unsupported_media_type"},
+		{"simple POST from a page", "", "http://evil.example", "text/plain", 403, "forbidden_origin"},
+		{"JSON from a foreign origin", "", "http://evil.example", "application/json", 403, "forbidden_origin"},
+		{"rebinding host", "evil.example:" + port, "", "application/json", 403, "forbidden_origin"},
+		{"localhost on another port", "localhost:1", "", "application/json", 403, "forbidden_origin"},
+		{"text body", "", "", "text/plain", 415, "invalid_argument"},
+		{"form body", "", "", "application/x-www-form-urlencoded", 415, "invalid_argument"},
+		{"no content type", "", "", "", 415, "invalid_argument"},
 		{"allowed origin", "", "https://ops.example", "application/json", 200, ""},
 		{"localhost", "localhost:" + port, "", "application/json; charset=utf-8", 200, ""},
 		{"allowed host", "LOCKS.internal:" + port, "", "application/json", 200, ""},

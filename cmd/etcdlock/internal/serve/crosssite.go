@@ -7,6 +7,7 @@ package serve
 // before any route runs.
 
 import (
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
@@ -17,13 +18,13 @@ import (
 )
 
 // crossSite returns why r must be refused, or nil:
-//   - an Origin header not in Config.AllowOrigins (403 cross_site);
-//   - over TCP, a Host that does not name the server (403 cross_site): the
+//   - an Origin header not in Config.AllowOrigins (403 forbidden_origin);
+//   - over TCP, a Host that does not name the server (403 forbidden_origin): the
 //     address the client connected to, "localhost" on a loopback address,
 //     the machine's host name on any other, or a name in
 //     Config.AllowHosts; with the listener's port;
 //   - a body whose Content-Type is not application/json (415
-//     unsupported_media_type).
+//     invalid_argument).
 //
 // A unix socket's requests skip the Host check: no page reaches one.
 func (srv *Server) crossSite(r *http.Request) *apiError {
@@ -36,7 +37,8 @@ func (srv *Server) crossSite(r *http.Request) *apiError {
 	if r.ContentLength != 0 {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" {
-			return errorf(codeMediaType, "a request body must be application/json, not %q", r.Header.Get("Content-Type"))
+			return &apiError{code: codeInvalidArgument, status: http.StatusUnsupportedMediaType,
+				msg: fmt.Sprintf("a request body must be application/json, not %q", r.Header.Get("Content-Type"))}
 		}
 	}
 	return nil

@@ -31,8 +31,7 @@ const (
 	codePermissionDenied = "permission_denied"
 	codeNotFound         = "not_found"
 	codeMethod           = "method_not_allowed"
-	codeCrossSite        = "cross_site"
-	codeMediaType        = "unsupported_media_type"
+	codeCrossSite        = "forbidden_origin"
 	codeTooMany          = "too_many"
 	codeUnauthenticated  = "unauthenticated"
 )
@@ -50,7 +49,6 @@ var statusOf = map[string]int{
 	codeNotFound:         http.StatusNotFound,
 	codeMethod:           http.StatusMethodNotAllowed,
 	codeCrossSite:        http.StatusForbidden,
-	codeMediaType:        http.StatusUnsupportedMediaType,
 	codeTooMany:          http.StatusTooManyRequests,
 	codeUnauthenticated:  http.StatusUnauthorized,
 }
