@@ -61,9 +61,14 @@ type options struct {
 	counted   []int  // workers, parsed by pick
 	// etcdlockBin is the etcdlock command of the serve scenario; "": build it.
 	etcdlockBin string
+	// etcdProcess runs the members in a process of their own (members.go).
+	etcdProcess bool
 }
 
 func main() {
+	if arg := os.Getenv(membersEnv); arg != "" {
+		os.Exit(runMembers(arg))
+	}
 	var o options
 	flag.IntVar(&o.members, "members", 3, "etcd members (3 or 5)")
 	flag.BoolVar(&o.fsync, "fsync", false, "fsync the members' WAL")
@@ -80,6 +85,7 @@ func main() {
 	flag.StringVar(&o.only, "contestants", "", "comma list of contestants to run (limit, etcd, etcdlock, etcdlock-nobatch); default all, e.g. to profile one alone")
 	flag.StringVar(&o.etcdlockBin, "etcdlock", "", "serve: the etcdlock command to run (default: built from ./cmd/etcdlock)")
 	flag.StringVar(&o.workers, "workers", "", "comma list of worker counts for uncontended and hot, instead of 1,16,64,256 and 2,16,64")
+	flag.BoolVar(&o.etcdProcess, "etcd-process", false, "run the members in a process of their own, as in a deployment (uncontended, hot and serve only)")
 	flag.Parse()
 	if err := (&o).pick(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock-bench:", err)
@@ -123,24 +129,28 @@ func run(o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	c, err := embedtest.New(ctx, embedtest.WithMembers(o.members), embedtest.WithFsync(o.fsync))
+	c, rates, stop, err := startCluster(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer stop()
 	rep := report{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		Members: o.members, Fsync: o.fsync}
 	fmt.Printf("etcdlock-bench: %d members, fsync %v, %s\n", o.members, o.fsync, rep.Machine)
 	for _, sc := range strings.Split(o.scenarios, ",") {
 		var rs []Result
-		switch strings.TrimSpace(sc) {
+		sc = strings.TrimSpace(sc)
+		if c == nil && sc != "uncontended" && sc != "hot" && sc != "serve" {
+			return fmt.Errorf("scenario %s needs the members in the bench's process (leave out -etcd-process)", sc)
+		}
+		switch sc {
 		case "uncontended":
 			for _, n := range o.counts([]int{1, 16, 64, 256}) {
-				rs = append(rs, cell(ctx, c, o, "uncontended", n, false)...)
+				rs = append(rs, cell(ctx, rates, o, "uncontended", n, false)...)
 			}
 		case "hot":
 			for _, n := range o.counts([]int{2, 16, 64}) {
-				rs = append(rs, cell(ctx, c, o, "hot", n, true)...)
+				rs = append(rs, cell(ctx, rates, o, "hot", n, true)...)
 			}
 		case "latency":
 			rs = latency(ctx, c, o)
@@ -159,7 +169,7 @@ func run(o options) error {
 		case "shards":
 			rs = shardsScenario(ctx, o)
 		case "serve":
-			rs = serveScenario(ctx, c, o)
+			rs = serveScenario(ctx, rates, o)
 		default:
 			return fmt.Errorf("unknown scenario %q", sc)
 		}
@@ -434,7 +444,7 @@ func (w *ourWorker) release(ctx context.Context) error { return w.l.Unlock(ctx) 
 
 // cell runs one scenario cell for every contestant, rounds times, each for
 // duration/rounds, alternating the contestants' order.
-func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string, n int, hot bool) []Result {
+func cell(ctx context.Context, c etcdCluster, o options, scenario string, n int, hot bool) []Result {
 	type acc struct {
 		grants int64
 		took   time.Duration
@@ -491,7 +501,7 @@ func cell(ctx context.Context, c *embedtest.Cluster, o options, scenario string,
 	return out
 }
 
-func runWorkers(ctx context.Context, c *embedtest.Cluster, ct contestant, n int, hot bool, d time.Duration, tag string) (int64, time.Duration, []time.Duration, error) {
+func runWorkers(ctx context.Context, c etcdCluster, ct contestant, n int, hot bool, d time.Duration, tag string) (int64, time.Duration, []time.Duration, error) {
 	cli, err := c.Client()
 	if err != nil {
 		return 0, 0, nil, err

@@ -8,6 +8,11 @@ package main
 //	serve-stream   POST /v1/hold on a kept connection, DELETE /v1/holds/<id>
 //	               to release (answered once committed), then the stream's
 //	               end: the pattern the Python client uses
+//
+// Each worker speaks HTTP/1.1 on kept connections of its own, synchronously
+// (serve_conn.go). With -etcd-process the members run in a process of their
+// own (members.go), so that serve, the library and v3lock all reach etcd
+// across a process boundary, as in a deployment.
 //	serve-session  a session per worker: POST .../lock, POST .../unlock
 //	v3lock         etcd's Lock and Unlock RPCs on a lease per worker
 
@@ -15,11 +20,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,13 +30,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // serveScenario runs the serve contestants at 1, 16 and 64 workers (or
 // -workers), each worker its own name and then all on one.
-func serveScenario(ctx context.Context, c *embedtest.Cluster, o options) []Result {
+func serveScenario(ctx context.Context, c etcdCluster, o options) []Result {
 	srv, err := startServe(c, o)
 	if err != nil {
 		return []Result{{Scenario: "serve", Contestant: "serve", Note: "not run: " + err.Error()}}
@@ -103,7 +104,7 @@ type serveProc struct {
 // startServe builds the etcdlock command (unless -etcdlock names one) and
 // starts its serve on the cluster, on loopback TCP, with bounds above what
 // the scenario opens.
-func startServe(c *embedtest.Cluster, o options) (*serveProc, error) {
+func startServe(c etcdCluster, o options) (*serveProc, error) {
 	bin := o.etcdlockBin
 	if bin == "" {
 		dir, err := os.MkdirTemp("", "etcdlock-bench")
@@ -163,40 +164,4 @@ func (p *serveProc) cpu() time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
-}
-
-// post sends a JSON request and decodes a JSON answer into out; a status
-// other than 200 is an error.
-func post(ctx context.Context, c *http.Client, method, url string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, b)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
-}
-
-// keptClient is an HTTP client of one worker, keeping its connections.
-func keptClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 }

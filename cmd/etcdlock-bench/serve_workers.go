@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,77 +14,69 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 )
 
-// streamContestant holds by stream: one kept HTTP client per worker.
+// streamContestant holds by stream: per worker, a kept connection for the
+// hold and one for its release.
 func (p *serveProc) streamContestant() contestant {
 	cpuOf["serve-stream"] = p.cpu
 	return contestant{name: "serve-stream", setup: func(context.Context, *clientv3.Client) (func(string, int) worker, func(), error) {
-		var clients []*http.Client
+		var ws []*streamWorker
 		return func(lock string, _ int) worker {
-				c := keptClient()
-				clients = append(clients, c)
 				body, _ := json.Marshal(map[string]any{"name": "bench/" + lock, "ttl": "10s"})
-				return &streamWorker{c: c, base: p.base, body: body}
+				w := &streamWorker{hold: newHTTPConn(p.base), del: newHTTPConn(p.base), body: body, lines: bufio.NewReader(nil)}
+				ws = append(ws, w)
+				return w
 			}, func() {
-				for _, c := range clients {
-					c.CloseIdleConnections()
+				for _, w := range ws {
+					w.hold.drop()
+					w.del.drop()
 				}
 			}, nil
 	}}
 }
 
 type streamWorker struct {
-	c      *http.Client
-	base   string
-	body   []byte
-	resp   *http.Response // the held stream
-	hold   string
-	cancel context.CancelFunc // ends resp's request
+	hold, del *httpConn
+	body      []byte
+	lines     *bufio.Reader // the held stream's body
+	id        string        // the held stream's hold id
 }
 
 // acquire holds until the granted line; ctx bounds only the wait: the
-// hold's request outlives it once granted (a round's end must not end a
+// hold's stream outlives it once granted (a round's end must not end a
 // held stream, which would release it before release's DELETE).
 func (w *streamWorker) acquire(ctx context.Context) error {
-	hctx, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	req, err := http.NewRequestWithContext(hctx, "POST", w.base+"/v1/hold", bytes.NewReader(w.body))
+	resp, err := w.hold.do(ctx, "POST", "/v1/hold", w.body)
 	if err != nil {
-		cancel()
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := w.c.Do(req)
-	if err != nil {
-		cancel()
-		return err
+	if resp.StatusCode != http.StatusOK {
+		err := errStatus(resp)
+		w.hold.drop()
+		return fmt.Errorf("hold: %w", err)
 	}
-	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
-	var first struct {
-		Event, Hold string
+	w.lines.Reset(resp.Body)
+	line, err := w.lines.ReadSlice('\n')
+	var first struct{ Event, Hold string }
+	if err != nil || json.Unmarshal(line, &first) != nil || first.Event != "granted" {
+		w.hold.drop()
+		return fmt.Errorf("hold: %q %v", line, err)
 	}
-	if err != nil || json.Unmarshal(line, &first) != nil || first.Event != "granted" || !stop() {
-		resp.Body.Close()
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("hold: %d %q %v", resp.StatusCode, line, err)
-	}
-	w.resp, w.hold, w.cancel = resp, first.Hold, cancel
+	w.id = first.Hold
 	return nil
 }
 
 // release releases with DELETE, then reads the stream to its end, so that
 // its connection carries the next hold.
 func (w *streamWorker) release(ctx context.Context) error {
-	defer w.cancel()
-	defer w.resp.Body.Close()
-	if err := post(ctx, w.c, "DELETE", w.base+"/v1/holds/"+w.hold, nil, nil); err != nil {
+	if _, err := w.del.call(ctx, "DELETE", "/v1/holds/"+w.id, nil); err != nil {
+		w.hold.drop()
 		return err
 	}
-	_, err := io.Copy(io.Discard, w.resp.Body)
-	return err
+	if _, err := io.Copy(io.Discard, w.lines); err != nil {
+		w.hold.drop()
+		return err
+	}
+	return nil
 }
 
 // sessionContestant holds by session: one session per worker.
@@ -94,33 +85,42 @@ func (p *serveProc) sessionContestant() contestant {
 	return contestant{name: "serve-session", setup: func(ctx context.Context, _ *clientv3.Client) (func(string, int) worker, func(), error) {
 		var ws []*sessionWorker
 		return func(lock string, _ int) worker {
-				w := &sessionWorker{c: keptClient(), name: "bench/" + lock}
+				w := &sessionWorker{c: newHTTPConn(p.base), name: "bench/" + lock}
+				b, err := w.c.call(ctx, "POST", "/v1/sessions", []byte(`{"ttl":"10s"}`))
 				var s struct{ Session string }
-				if err := post(ctx, w.c, "POST", p.base+"/v1/sessions", map[string]any{"ttl": "10s"}, &s); err != nil {
+				if err == nil {
+					err = json.Unmarshal(b, &s)
+				}
+				if err != nil {
 					return errWorker{err}
 				}
-				w.url = p.base + "/v1/sessions/" + s.Session
+				w.path = "/v1/sessions/" + s.Session
 				ws = append(ws, w)
 				return w
 			}, func() {
 				for _, w := range ws {
-					_ = post(context.Background(), w.c, "DELETE", w.url, nil, nil)
-					w.c.CloseIdleConnections()
+					_, _ = w.c.call(context.Background(), "DELETE", w.path, nil)
+					w.c.drop()
 				}
 			}, nil
 	}}
 }
 
 type sessionWorker struct {
-	c     *http.Client
-	url   string
+	c     *httpConn
+	path  string
 	name  string
 	token string
 }
 
 func (w *sessionWorker) acquire(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"name": w.name, "wait": "1m"})
+	b, err := w.c.call(ctx, "POST", w.path+"/lock", body)
+	if err != nil {
+		return err
+	}
 	var g struct{ Token string }
-	if err := post(ctx, w.c, "POST", w.url+"/lock", map[string]any{"name": w.name, "wait": "1m"}, &g); err != nil {
+	if err := json.Unmarshal(b, &g); err != nil {
 		return err
 	}
 	w.token = g.Token
@@ -128,7 +128,9 @@ func (w *sessionWorker) acquire(ctx context.Context) error {
 }
 
 func (w *sessionWorker) release(ctx context.Context) error {
-	return post(ctx, w.c, "POST", w.url+"/unlock", map[string]any{"name": w.name, "token": w.token}, nil)
+	body, _ := json.Marshal(map[string]any{"name": w.name, "token": w.token})
+	_, err := w.c.call(ctx, "POST", w.path+"/unlock", body)
+	return err
 }
 
 // v3lockContestant is etcd's v3lock service: Lock and Unlock on a lease
