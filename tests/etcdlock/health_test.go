@@ -23,17 +23,17 @@ func httpStatus(h http.Handler) int {
 func TestSessionHealth(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli, etcdlock.WithTTL(3*time.Second))
-	if code := httpStatus(etcdlock.SessionHealth(s, time.Second)); code != http.StatusOK {
+	if code := httpStatus(etcdlock.NewSessionHealth(s, time.Second)); code != http.StatusOK {
 		t.Fatalf("live session: %d", code)
 	}
-	if code := httpStatus(etcdlock.SessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(etcdlock.NewSessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
 		t.Fatalf("headroom above the TTL: %d", code)
 	}
 	if _, err := cli.Revoke(testCtx(t, 10*time.Second), s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the session to notice", func() bool { return s.Err() != nil })
-	if code := httpStatus(etcdlock.SessionHealth(s, 0)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(etcdlock.NewSessionHealth(s, 0)); code != http.StatusServiceUnavailable {
 		t.Fatalf("lost session: %d", code)
 	}
 }
@@ -41,12 +41,11 @@ func TestSessionHealth(t *testing.T) {
 func TestLeaderHealth(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli, etcdlock.WithTTL(2*time.Second))
-	h := etcdlock.NewLeaderHealth(0)
+	e := etcdlock.NewElection(s, uniqueName(t))
+	h := etcdlock.NewLeaderHealth(e, 0)
 	if code := httpStatus(h); code != http.StatusOK {
 		t.Fatalf("not leading: %d", code)
 	}
-	e := etcdlock.NewElection(s, uniqueName(t))
-	e.ReportHealth(h)
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	leading := make(chan struct{})
 	unstick := make(chan struct{})
@@ -88,9 +87,8 @@ func TestLeaderHealth(t *testing.T) {
 func TestLeaderHealthAfterBreak(t *testing.T) {
 	cli := newClient(t, nil)
 	s := openSession(t, cli, etcdlock.WithTTL(30*time.Second))
-	h := etcdlock.NewLeaderHealth(0)
 	e := etcdlock.NewElection(s, uniqueName(t))
-	e.ReportHealth(h)
+	h := etcdlock.NewLeaderHealth(e, 0)
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
 	leading := make(chan *etcdlock.Leadership, 1)
