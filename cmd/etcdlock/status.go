@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/internal/etcderr"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -180,7 +181,7 @@ func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdl
 		}
 		resp, err := cli.TimeToLive(ctx, e.Lease)
 		switch {
-		case err != nil && isLeaseNotFound(err):
+		case err != nil && etcderr.IsLeaseNotFound(err):
 			ttls[e.Lease] = -1
 		case err != nil:
 			return nil, exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))
@@ -308,9 +309,4 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("%d %ses", n, what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// isLeaseNotFound reports an etcd "requested lease not found" error.
-func isLeaseNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "requested lease not found")
 }
