@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,7 +36,7 @@ func (s *server) doAs(t *testing.T, user, password, method, path string, body an
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxFor(t, long), method, "http://etcdlock"+path, r)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), method, "http://etcdlock"+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}

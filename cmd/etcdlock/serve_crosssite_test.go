@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestServeRefusesCrossSite: what a web page could send is refused before
@@ -37,9 +39,9 @@ func TestServeRefusesCrossSite(t *testing.T) {
 		{"allowed host", "LOCKS.internal:" + port, "", "application/json", 200, ""},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "cli")
 			body := `{"name":"` + name + `","try":true}`
-			req, err := http.NewRequestWithContext(ctxFor(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
+			req, err := http.NewRequestWithContext(embedtest.Context(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
 			}

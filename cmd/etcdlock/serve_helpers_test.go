@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // server is a running etcdlock serve, reached over its unix socket (or
@@ -92,7 +94,7 @@ func (s *server) do(t *testing.T, method, path string, body any) (int, map[strin
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxFor(t, long), method, "http://etcdlock"+path, r)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), method, "http://etcdlock"+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestServeElection: a campaign stream is elected, /v1/leader and
@@ -20,7 +21,7 @@ import (
 // stream closes.
 func TestServeElection(t *testing.T) {
 	srv := startServer(t, nil)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	first, code, line := srv.open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.1:80"})
 	if code != http.StatusOK || line["event"] != "elected" {
 		t.Fatalf("campaign: %d %v", code, line)
@@ -39,7 +40,7 @@ func TestServeElection(t *testing.T) {
 		_, _, l := srv.open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.2:80"})
 		secondCh <- l
 	}()
-	waitState(t, newClient(t), name, "the second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	waitState(t, cluster.TestClient(t), name, "the second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	first.close()
 	if l := <-secondCh; l["event"] != "elected" || tokenOf(t, l) <= tokenOf(t, line) {
 		t.Fatalf("second candidate: %v", l)
@@ -60,7 +61,7 @@ func TestServeElection(t *testing.T) {
 // observe opens /v1/observe for name and returns its events' data.
 func (s *server) observe(t *testing.T, name string) <-chan string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxFor(t, long), "GET", "http://etcdlock/v1/observe?name="+name, nil)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), "GET", "http://etcdlock/v1/observe?name="+name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func (s *server) observe(t *testing.T, name string) <-chan string {
 // third; readers share and a writer waits; /v1/state shows them.
 func TestServeKinds(t *testing.T) {
 	srv := startServer(t, nil)
-	sem := uniqueName(t)
+	sem := embedtest.UniqueName(t, "cli")
 	srv.hold(t, map[string]any{"name": sem, "kind": "semaphore", "n": 2, "identity": "s1"})
 	srv.hold(t, map[string]any{"name": sem, "kind": "semaphore", "n": 2, "identity": "s2"})
 	if _, code, first := srv.open(t, "/v1/hold", map[string]any{"name": sem, "kind": "semaphore", "n": 2, "try": true}); code != http.StatusConflict || first["code"] != "locked" {
@@ -95,7 +96,7 @@ func TestServeKinds(t *testing.T) {
 	if holders, _ := st["holders"].([]any); code != http.StatusOK || len(holders) != 2 {
 		t.Fatalf("state: %d %v", code, st)
 	}
-	rw := uniqueName(t)
+	rw := embedtest.UniqueName(t, "cli")
 	srv.hold(t, map[string]any{"name": rw, "kind": "read"})
 	srv.hold(t, map[string]any{"name": rw, "kind": "read"})
 	if _, code, first := srv.open(t, "/v1/hold", map[string]any{"name": rw, "kind": "write", "wait": "200ms"}); code != http.StatusRequestTimeout || first["code"] != "timeout" {
@@ -115,7 +116,7 @@ func TestServeAuthAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, nil, "--auth-token-file", tokenFile)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	if code, out := srv.do(t, "POST", "/v1/hold", map[string]any{"name": name}); code != http.StatusForbidden || out["code"] != "permission_denied" {
 		t.Fatalf("without the token: %d %v", code, out)
 	}

@@ -17,10 +17,10 @@ import (
 // stream says so) and exits 0; SIGKILLed, its grants free within their
 // TTL.
 func TestServeStops(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	t.Run("SIGTERM", func(t *testing.T) {
 		srv := startServer(t, nil)
-		name := uniqueName(t)
+		name := embedtest.UniqueName(t, "cli")
 		st, _ := srv.hold(t, map[string]any{"name": name, "ttl": "30s"})
 		srv.p.signal(syscall.SIGTERM)
 		stopped := time.Now()
@@ -37,13 +37,13 @@ func TestServeStops(t *testing.T) {
 	})
 	t.Run("SIGKILL", func(t *testing.T) {
 		srv := startServer(t, nil)
-		name := uniqueName(t)
+		name := embedtest.UniqueName(t, "cli")
 		srv.hold(t, map[string]any{"name": name, "ttl": "2s"})
 		code, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s"})
 		if code != http.StatusOK {
 			t.Fatal(sess)
 		}
-		other := uniqueName(t)
+		other := embedtest.UniqueName(t, "cli")
 		srv.do(t, "POST", "/v1/sessions/"+sess["session"].(string)+"/lock", map[string]any{"name": other})
 		srv.p.signal(syscall.SIGKILL)
 		killed := time.Now()
@@ -62,7 +62,7 @@ func TestServeStops(t *testing.T) {
 // nothing in etcd.
 func TestServeBadInput(t *testing.T) {
 	srv := startServer(t, nil)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{})
 	id := sess["session"].(string)
 	big := make([]byte, 70<<10)
@@ -122,7 +122,7 @@ func TestServeBadInput(t *testing.T) {
 // keysOf returns the keys of name's holders and waiters.
 func keysOf(t *testing.T, name string) []string {
 	t.Helper()
-	st := describe(t, newClient(t), name)
+	st := describe(t, cluster.TestClient(t), name)
 	var keys []string
 	for _, e := range append(st.Holders, st.Waiters...) {
 		keys = append(keys, e.Key)
@@ -136,13 +136,13 @@ func TestServeHoldsThroughMemberLoss(t *testing.T) {
 	t.Parallel() // touches only its own names, links and clusters; mostly waits
 	c := embedtest.Start(t)
 	srv := startServer(t, c.Endpoints())
-	names := []string{uniqueName(t), uniqueName(t)}
+	names := []string{embedtest.UniqueName(t, "cli"), embedtest.UniqueName(t, "cli")}
 	var streams []*stream
 	for _, n := range names {
 		st, _ := srv.hold(t, map[string]any{"name": n, "ttl": "10s"})
 		streams = append(streams, st)
 	}
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)

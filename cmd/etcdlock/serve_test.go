@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestServeOneQueue: two HTTP holders and a Go Mutex of one name wait in
@@ -24,8 +26,8 @@ import (
 // Each HTTP hold shows its own identity.
 func TestServeOneQueue(t *testing.T) {
 	srv := startServer(t, nil)
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	a, ga := srv.hold(t, map[string]any{"name": name, "identity": "client-a"})
 	type opened struct {
 		st    *stream
@@ -39,7 +41,7 @@ func TestServeOneQueue(t *testing.T) {
 	waitState(t, cli, name, "client-b waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	goLock := make(chan *etcdlock.Lock, 1)
 	go func() {
-		l, err := etcdlock.NewMutex(openSession(t, cli, "go"), name).Lock(ctxFor(t, long))
+		l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("go")), name).Lock(embedtest.Context(t, long))
 		if err != nil {
 			t.Error(err)
 		}
@@ -64,7 +66,7 @@ func TestServeOneQueue(t *testing.T) {
 	if l == nil || int64(l.Token()) <= tokenOf(t, b.first) {
 		t.Fatalf("Go Lock after the HTTP holders: %v", l)
 	}
-	_ = l.Unlock(ctxFor(t, long))
+	_ = l.Unlock(embedtest.Context(t, long))
 }
 
 // holdChildEnv makes the test binary an HTTP client that holds the name
@@ -95,7 +97,7 @@ func holdChild(sock, name string) int {
 // after the hold's 30 s TTL.
 func TestServeClientKilled(t *testing.T) {
 	srv := startServer(t, nil)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), holdChildEnv+"="+srv.sock, "ETCDLOCK_TEST_NAME="+name)
 	out, err := cmd.StdoutPipe()
@@ -118,7 +120,7 @@ func TestServeClientKilled(t *testing.T) {
 		}
 		got <- time.Now()
 	}()
-	waitState(t, newClient(t), name, "waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	waitState(t, cluster.TestClient(t), name, "waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +137,8 @@ func TestServeClientKilled(t *testing.T) {
 // another token changes nothing, one with the grant's releases it.
 func TestServeSessionKeepalives(t *testing.T) {
 	srv := startServer(t, nil)
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	code, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s", "identity": "py"})
 	if code != http.StatusOK || len(fmt.Sprint(sess["session"])) != 32 {
 		t.Fatalf("open session: %d %v", code, sess)
@@ -184,7 +186,7 @@ func TestServeSessionKeepalives(t *testing.T) {
 // is granted once the holder releases, and the session lives on.
 func TestServeSessionLockWaitsPastTTL(t *testing.T) {
 	srv := startServer(t, nil)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	held, _ := srv.hold(t, map[string]any{"name": name})
 	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "1s"})
 	id := fmt.Sprint(sess["session"])
@@ -196,7 +198,7 @@ func TestServeSessionLockWaitsPastTTL(t *testing.T) {
 		}
 		got <- g
 	}()
-	waitState(t, newClient(t), name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	waitState(t, cluster.TestClient(t), name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	time.Sleep(2500 * time.Millisecond) // longer than the TTL with no keepalive: what the test is about
 	held.close()
 	g := <-got

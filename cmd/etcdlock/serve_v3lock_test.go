@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 )
 
@@ -16,14 +17,14 @@ import (
 // retried unlock of an earlier grant deletes a later grant; etcdlock
 // serve's unlock is guarded by the token and refuses it.
 func TestServeVersusV3Lock(t *testing.T) {
-	cli := newClient(t)
-	ctx := ctxFor(t, long)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	ctx := embedtest.Context(t, long)
+	name := embedtest.UniqueName(t, "cli")
 	lease, err := cli.Grant(ctx, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = cli.Revoke(ctxFor(t, long), lease.ID) })
+	t.Cleanup(func() { _, _ = cli.Revoke(embedtest.Context(t, long), lease.ID) })
 	lc := v3lockpb.NewLockClient(cli.ActiveConnection())
 	first, err := lc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("v3lock/" + name), Lease: int64(lease.ID)})
 	if err != nil {
