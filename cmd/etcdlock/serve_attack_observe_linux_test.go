@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: its client vanishes in a network namespace from the serve process.
+
 import (
 	"bufio"
 	"os"

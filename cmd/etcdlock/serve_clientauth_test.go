@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs serve with its --client-auth, TLS and --user flags.
+
 import (
 	"bytes"
 	"context"

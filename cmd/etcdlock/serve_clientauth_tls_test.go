@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it checks serve's TLS flags (--cert-file, --key-file) and refusals.
+
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: the helpers that run the serve process and talk to it.
+
 import (
 	"bufio"
 	"bytes"
@@ -205,4 +207,15 @@ func tokenOf(t *testing.T, m map[string]any) int64 {
 		t.Fatalf("token of %v: %v", m, err)
 	}
 	return n
+}
+
+// keysOf returns the keys of name's holders and waiters.
+func keysOf(t *testing.T, name string) []string {
+	t.Helper()
+	st := describe(t, cluster.TestClient(t), name)
+	var keys []string
+	for _, e := range append(st.Holders, st.Waiters...) {
+		keys = append(keys, e.Key)
+	}
+	return keys
 }

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs the documented Python client against the serve process.
+
 import (
 	"os"
 	"os/exec"

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it needs the process's unix socket and TCP address, two clients.
+
 import (
 	"io"
 	"net/http"

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it checks the serve process's --socket file.
+
 import (
 	"net"
 	"net/http"

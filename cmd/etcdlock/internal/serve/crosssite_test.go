@@ -1,6 +1,4 @@
-//go:build unix
-
-package main
+package serve
 
 import (
 	"bufio"
@@ -17,8 +15,7 @@ import (
 // server (DNS rebinding), and a body that is not JSON. An Origin given
 // with --allow-origin, and a Host given with --allow-host, are served.
 func TestServeRefusesCrossSite(t *testing.T) {
-	srv := startServer(t, nil, "--listen", "127.0.0.1:0",
-		"--allow-origin", "https://ops.example", "--allow-host", "locks.internal")
+	srv := startServer(t, nil, Config{AllowOrigins: []string{"https://ops.example"}, AllowHosts: []string{"locks.internal"}})
 	port := srv.addr[strings.LastIndex(srv.addr, ":")+1:]
 	for _, tc := range []struct {
 		what       string
@@ -39,7 +36,7 @@ func TestServeRefusesCrossSite(t *testing.T) {
 		{"allowed host", "LOCKS.internal:" + port, "", "application/json", 200, ""},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			name := embedtest.UniqueName(t, "cli")
+			name := embedtest.UniqueName(t, "serve")
 			body := `{"name":"` + name + `","try":true}`
 			req, err := http.NewRequestWithContext(embedtest.Context(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
 			if err != nil {
@@ -68,7 +65,7 @@ func TestServeRefusesCrossSite(t *testing.T) {
 			if tc.status == 200 && !strings.Contains(string(b), `"event":"granted"`) {
 				t.Fatalf("first line %s; want a grant", b)
 			}
-			if keys := keysOf(t, name); tc.status != 200 && len(keys) != 0 {
+			if keys := srv.keysOf(t, name); tc.status != 200 && len(keys) != 0 {
 				t.Fatalf("a refused request left keys: %v", keys)
 			}
 		})
