@@ -28,7 +28,7 @@ const (
 )
 
 // errBatcherStopped: the batcher stopped before the write was sent.
-var errBatcherStopped = errors.New("etcdlock: batcher stopped")
+var errBatcherStopped = sentinel("etcdlock: batcher stopped")
 
 // batcher is the group commit of one keeper's client. Its goroutine (run)
 // is owned by the keeper. It is safe for concurrent use.

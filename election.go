@@ -22,12 +22,8 @@ import (
 type Election struct {
 	s      *Session
 	name   string
-	health atomic.Pointer[LeaderHealth]
+	health atomic.Pointer[LeaderHealth] // set by NewLeaderHealth, for Run
 }
-
-// ReportHealth makes Run record in h when this process acts as leader (while
-// its lead function runs), for h's health check. nil stops the reporting.
-func (e *Election) ReportHealth(h *LeaderHealth) { e.health.Store(h) }
 
 // LeaderInfo describes the current leader. The zero LeaderInfo means "no
 // leader" (Observe).

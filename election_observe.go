@@ -186,4 +186,4 @@ func (q queue) observedLeader(ctx context.Context, rev int64) (leaderRead, error
 }
 
 // errWatchMoved ends a watch that must move to the keeper's next connection.
-var errWatchMoved = errors.New("etcdlock: the watch moves to the keeper's next connection")
+var errWatchMoved = sentinel("etcdlock: the watch moves to the keeper's next connection")

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 // FuzzNameEscaping checks the key layout on any name: escaping round-trips,
@@ -76,7 +78,7 @@ func checkNameRoundTrip(t *testing.T, name string) {
 	if validateName(name) != nil {
 		return
 	}
-	key, err := newWaiterKey(namePrefix(name), tagMutex, 1)
+	key, err := testhook.NewWaiterKey(namePrefix(name), tagMutex, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,23 +8,34 @@ import (
 	"time"
 )
 
-// SessionHealth returns an http.Handler for a health check of s: 200 while
-// s is live and its ValidUntil is more than headroom ahead, 503 (with the
-// reason in the body) otherwise. A headroom of TTL/3 flags a session that
-// missed two keepalives in a row.
-func SessionHealth(s *Session, headroom time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Err(); err != nil {
-			http.Error(w, fmt.Sprintf("session %x: %v", int64(s.Lease()), err), http.StatusServiceUnavailable)
-			return
-		}
-		left := time.Until(s.ValidUntil())
-		if left <= headroom {
-			http.Error(w, fmt.Sprintf("session %x: valid for only %v (want more than %v)", int64(s.Lease()), left.Round(time.Millisecond), headroom), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintf(w, "ok: session %x valid for %v\n", int64(s.Lease()), left.Round(time.Millisecond))
-	})
+// SessionHealth is a health check of a session, an http.Handler: 200 while
+// the session is live and its ValidUntil is more than a headroom ahead, 503
+// (with the reason in the body) otherwise. Make it with NewSessionHealth.
+type SessionHealth struct {
+	s        *Session
+	headroom time.Duration
+}
+
+// NewSessionHealth returns the health check of s with headroom. A headroom
+// of TTL/3 flags a session that missed two keepalives in a row.
+func NewSessionHealth(s *Session, headroom time.Duration) *SessionHealth {
+	return &SessionHealth{s: s, headroom: headroom}
+}
+
+// ServeHTTP answers 200 while the session is live and valid for more than
+// the headroom, 503 otherwise.
+func (h *SessionHealth) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s := h.s
+	if err := s.Err(); err != nil {
+		http.Error(w, fmt.Sprintf("session %x: %v", int64(s.Lease()), err), http.StatusServiceUnavailable)
+		return
+	}
+	left := time.Until(s.ValidUntil())
+	if left <= h.headroom {
+		http.Error(w, fmt.Sprintf("session %x: valid for only %v (want more than %v)", int64(s.Lease()), left.Round(time.Millisecond), h.headroom), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok: session %x valid for %v\n", int64(s.Lease()), left.Round(time.Millisecond))
 }
 
 // LeaderHealth is a health check for a leader, like client-go's
@@ -33,10 +44,10 @@ func SessionHealth(s *Session, headroom time.Duration) http.Handler {
 // tolerance ago: the leadership was lost (its Context ended: a break, a
 // deleted leader key, a lost session) or its validity clock ran out. That is
 // a lead function that ignores its context, the one way a process keeps
-// acting as leader after it lost. Hand it to Election.ReportHealth for Run,
-// or call Set yourself around your own Campaign (and Set(nil) before Resign).
-// The zero value is not ready; use NewLeaderHealth. A LeaderHealth is safe
-// for concurrent use.
+// acting as leader after it lost. Election.Run reports to it when it is
+// made for that Election; around your own Campaign, call Set yourself (and
+// Set(nil) before Resign). The zero value is not ready; use NewLeaderHealth.
+// A LeaderHealth is safe for concurrent use.
 type LeaderHealth struct {
 	tolerance time.Duration
 	mu        sync.Mutex
@@ -45,12 +56,19 @@ type LeaderHealth struct {
 	stop      func() bool // stops the AfterFunc that records ended
 }
 
-// NewLeaderHealth returns a LeaderHealth that allows lead to run for
-// tolerance past the end of the leadership's term (its loss, or the end of
-// its validity, whichever comes first: its time to notice the canceled
-// context and stop). A negative tolerance counts as zero.
-func NewLeaderHealth(tolerance time.Duration) *LeaderHealth {
-	return &LeaderHealth{tolerance: max(tolerance, 0)}
+// NewLeaderHealth returns the health check of e's leader in this process:
+// e's Run records in it when it acts as leader (while its lead function
+// runs), in place of any LeaderHealth made for e before. It allows lead to
+// run for tolerance past the end of the leadership's term (its loss, or the
+// end of its validity, whichever comes first: its time to notice the
+// canceled context and stop). A negative tolerance counts as zero. With a
+// nil e, only Set records.
+func NewLeaderHealth(e *Election, tolerance time.Duration) *LeaderHealth {
+	h := &LeaderHealth{tolerance: max(tolerance, 0)}
+	if e != nil {
+		e.health.Store(h)
+	}
+	return h
 }
 
 // Set records that this process acts as leader under l; Set(nil) records

@@ -8,7 +8,6 @@ package etcdlock
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,10 +28,10 @@ const (
 )
 
 var (
-	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader, or has none")
-	errStalled     = errors.New("etcdlock: keepalive stream stalled")
-	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
-	errUnanswered  = errors.New("etcdlock: keepalive endpoint failed two status checks")
+	errLeaderMoved = sentinel("etcdlock: keepalive endpoint is no longer the leader, or has none")
+	errStalled     = sentinel("etcdlock: keepalive stream stalled")
+	errLeaderFound = sentinel("etcdlock: leader found, re-pinning")
+	errUnanswered  = sentinel("etcdlock: keepalive endpoint failed two status checks")
 )
 
 // kept is what the keeper needs of a session (*Session): it owns the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 func TestKeyLayout(t *testing.T) {
@@ -48,7 +50,7 @@ func checkKeyLayout(t *testing.T, name, prefix string) {
 	if got := namePrefix(name); got != prefix {
 		t.Fatalf("namePrefix = %q, want %q", got, prefix)
 	}
-	key, err := newWaiterKey(namePrefix(name), tagMutex, 0x1a2b)
+	key, err := testhook.NewWaiterKey(namePrefix(name), tagMutex, 0x1a2b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,6 @@ func (l *Lock) Completed(ctx context.Context, id string) (bool, error) {
 	return ok && c.ID >= id, err
 }
 
-// Done is Completed.
-//
-// Deprecated: use Completed; Done reads as a channel, which it is not.
-func (l *Lock) Done(ctx context.Context, id string) (bool, error) { return l.Completed(ctx, id) }
-
 // completion is Completed's read: the name's completion record (ok false when
 // there is none), read under the grant.
 func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool, err error) {

@@ -9,9 +9,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
+	"github.com/etcdlock/etcdlock/internal/etcderr"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -118,10 +118,8 @@ func codeOf(err error) codes.Code {
 	return status.Code(err)
 }
 
-func isLeaseNotFound(err error) bool {
-	return err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) ||
-		strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error()))
-}
+// isLeaseNotFound reports etcd's "requested lease not found".
+func isLeaseNotFound(err error) bool { return etcderr.IsLeaseNotFound(err) }
 
 // leaseLost ends the session because a request found its lease gone, and
 // returns ErrSessionExpired.

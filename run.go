@@ -158,7 +158,7 @@ func (r *runner) release(t term) {
 }
 
 // errCallerClosed ends Run's context when the caller closes its Session.
-var errCallerClosed = errors.New("etcdlock: the caller closed the session")
+var errCallerClosed = sentinel("etcdlock: the caller closed the session")
 
 // untilClosed returns a child of ctx that also ends, with cause
 // errCallerClosed, when the caller closes s: Close must end Run at once even

@@ -71,8 +71,10 @@
 //		os.Exit(code)
 //	}
 //
-// Give each test its own key prefix (or a clientv3/namespace client) so
-// tests sharing a cluster cannot see each other's keys. Tests that Kill,
+// Give each test its own key prefix (UniqueName, or a clientv3/namespace
+// client) so tests sharing a cluster cannot see each other's keys;
+// Cluster.TestClient gives a test a client closed when it ends, and Context
+// bounds its waits. Tests that Kill,
 // Isolate or Cut should restore what they broke before returning, or use a
 // cluster of their own.
 //

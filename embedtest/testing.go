@@ -1,7 +1,12 @@
 package embedtest
 
 import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -44,4 +49,25 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/v3.(*lessor).deadlineLoop"),
 		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/v3.(*lessor).sendKeepAliveLoop"),
 	}
+}
+
+// Context returns a context that ends after d, or when t's test and its
+// subtests end (at t.Cleanup), whichever comes first: the bound of one
+// wait of a test.
+func Context(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var nameSeq atomic.Int64
+
+// UniqueName returns a name (a lock name, a key prefix) that no other call
+// in the process returns: prefix, then t's name with its "/" made ".",
+// then a sequence number, joined by "/", as in "test/TestLock.sub/7". Tests
+// sharing a cluster that each use their own names cannot see each other's
+// keys.
+func UniqueName(t testing.TB, prefix string) string {
+	return fmt.Sprintf("%s/%s/%d", prefix, strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1))
 }

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestBreakOlderThan: break --older-than D leaves a holder that has held
 // less than D and breaks one that has held longer.
 func TestBreakOlderThan(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	s, l := hold(t, cli, name, "stuck/1")
 	queueUp(t, cli, name, "next/2")
 	code, out, stderr := run(t, "break", name, "--older-than", "1h")
@@ -56,13 +58,13 @@ func checkHeldUnder5(t *testing.T, name string) {
 
 func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 	t.Parallel() // touches only its own names, links and clusters; mostly waits
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, first := hold(t, cli, name, "first/1")
-	s := openSession(t, cli, "second/2")
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("second/2"))
 	granted := make(chan *etcdlock.Lock, 1)
 	go func() {
-		l, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, time.Minute))
+		l, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, time.Minute))
 		if err != nil {
 			t.Error(err)
 		}
@@ -70,7 +72,7 @@ func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 	}()
 	waitState(t, cli, name, "the second in the queue", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	time.Sleep(6 * time.Second) // the second waits 6 s
-	if err := first.Unlock(ctxFor(t, long)); err != nil {
+	if err := first.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	second := <-granted
@@ -93,9 +95,9 @@ func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 // TestStatusShowsSizeAndAge: status and ls show a semaphore's size and how
 // long each key has been in the queue.
 func TestStatusShowsSizeAndAge(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
-	if _, err := etcdlock.NewSemaphore(openSession(t, cli, "sem/1"), name, 3).Acquire(context.Background()); err != nil {
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
+	if _, err := etcdlock.NewSemaphore(locktest.OpenSession(t, cli, etcdlock.WithIdentity("sem/1")), name, 3).Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := run(t, "status", name)

@@ -25,7 +25,7 @@ func startAlice(t *testing.T) (eps []string, pwFile string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	prefix := etcdlock.NamespacePrefix("team-a/")
 	for _, step := range []func() error{
 		func() error { _, err := cli.UserAdd(ctx, "alice", "alicepw"); return err },

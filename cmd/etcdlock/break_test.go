@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,8 +18,8 @@ import (
 // holder's key (the holder learns, the next waiter gets the lock, the lease
 // is left alone); a free lock has nothing to break.
 func TestBreak(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	s, l := hold(t, cli, name, "stuck/1")
 	queueUp(t, cli, name, "next/2")
 
@@ -40,7 +41,7 @@ func TestBreak(t *testing.T) {
 	}
 	checkBroken(t, cli, name, s, l)
 
-	code, _, stderr = run(t, "break", uniqueName(t), "--force")
+	code, _, stderr = run(t, "break", embedtest.UniqueName(t, "cli"), "--force")
 	if code != exitUsage {
 		t.Errorf("break of a free lock: exit %d, want 1", code)
 	}
@@ -64,7 +65,7 @@ func checkBroken(t *testing.T, cli *clientv3.Client, name string, s *etcdlock.Se
 		t.Errorf("holder after break = %+v, want next/2", st.Holder)
 	}
 	// The lease was left alone.
-	resp, err := cli.TimeToLive(ctxFor(t, long), s.Lease())
+	resp, err := cli.TimeToLive(embedtest.Context(t, long), s.Lease())
 	if err != nil || resp.TTL <= 0 {
 		t.Errorf("broken holder's lease: TTL %v, %v; want it alive", resp, err)
 	}

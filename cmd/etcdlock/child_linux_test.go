@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // treeJob is a command whose tree has, beside the shell, a background
@@ -59,7 +61,7 @@ func requireTreeGone(t *testing.T, pids []int, deadline time.Time) {
 // however it detached, outlives etcdlock by more than 2 s, even when
 // etcdlock is killed with SIGKILL; and the lock passes on only by its TTL.
 func TestRunTreeDiesWithEtcdlock(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, append([]string{"run", name, "--"}, treeJob(t, "wait")...)...)
 	pids := treePids(t, p)
 	killed := time.Now()
@@ -72,7 +74,7 @@ func TestRunTreeDiesWithEtcdlock(t *testing.T) {
 // TestRunTreeDiesWithItsLock: when the lock is lost (broken), the whole tree
 // is dead when etcdlock exits 125.
 func TestRunTreeDiesWithItsLock(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, append([]string{"run", name, "--grace", "100ms", "--"}, treeJob(t, "wait")...)...)
 	pids := treePids(t, p)
 	if code, out, stderr := run(t, "break", name, "--force"); code != 0 {
@@ -87,7 +89,7 @@ func TestRunTreeDiesWithItsLock(t *testing.T) {
 // TestRunTreeLeftovers: a command that exits and leaves processes running
 // has them terminated before the release, and etcdlock says so.
 func TestRunTreeLeftovers(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, append([]string{"run", name, "--grace", "200ms", "--"}, treeJob(t, "exit 0")...)...)
 	pids := treePids(t, p)
 	if code, _ := p.wait(); code != 0 {
@@ -119,7 +121,7 @@ func alive(pid int) bool {
 // TestRunTreeDiesAtMaxRuntime: --max-runtime ends the whole tree, not only
 // the command's process group, before etcdlock exits 124.
 func TestRunTreeDiesAtMaxRuntime(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, append([]string{"run", name, "--max-runtime", "1s", "--grace", "200ms", "--"}, treeJob(t, "wait")...)...)
 	pids := treePids(t, p)
 	if code, _ := p.wait(); code != exitTimeLimit {

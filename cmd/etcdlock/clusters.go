@@ -12,21 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// clusterJSON is one element of clusters' JSON output.
-type clusterJSON struct {
-	ID          string   `json:"id"`
-	Endpoints   []string `json:"endpoints"`
-	Leader      string   `json:"leader"`
-	Generation  int64    `json:"generation"`
-	Slots       int      `json:"slots"`
-	Held        int      `json:"names_held"`
-	Waiters     int      `json:"waiters"`
-	Leases      int      `json:"leases"`
-	CommitsPerS float64  `json:"commits_per_second"`
-	Moving      []string `json:"moving,omitempty"`
-	Error       string   `json:"error,omitempty"`
-}
-
 func (a *app) clustersCmd() *cobra.Command {
 	var output string
 	var interval time.Duration

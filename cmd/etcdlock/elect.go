@@ -65,25 +65,3 @@ slot is on, as with run; a member cluster that is not the root is refused.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "how to print leadership changes without CMD: text or json (one object per line)")
 	return cmd
 }
-
-func (a *app) observeCmd() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "observe NAME",
-		Short: "Print every leader change of an election until interrupted",
-		Long: `Print the current leader of the election NAME, then every change (a new
-leader, a proclaimed value, "no leader"), one line each, until interrupted.
-A slow reader may skip intermediate states but always sees the latest.
-At the root of a sharded deployment it observes the election on its slot's
-cluster, across moves; a member cluster that is not the root is refused.`,
-		Args: exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkNameAndOutput(cmd, args[0], output, "text", "json"); err != nil {
-				return err
-			}
-			return a.observe(args[0], output)
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one object per line)")
-	return cmd
-}

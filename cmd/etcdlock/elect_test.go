@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // nextLeader reads observe's JSON lines until one satisfies cond.
@@ -73,8 +74,8 @@ func checkSecondLeads(t *testing.T, obs *proc, line string, v1 leaderJSON) {
 }
 
 func TestElectAndObserve(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	gate := filepath.Join(t.TempDir(), "gate")
 
 	obs := start(t, "observe", name, "-o", "json")
@@ -111,7 +112,7 @@ func TestElectAndObserve(t *testing.T) {
 // TestElectLost: elect without a command exits 125 when its leadership is
 // broken.
 func TestElectLost(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, "elect", name, "v")
 	p.waitLine("(this process)")
 	if code, _, stderr := run(t, "break", name, "--force"); code != 0 {
@@ -125,8 +126,8 @@ func TestElectLost(t *testing.T) {
 
 // TestElectKindMismatch: a name used by a lock is not an election.
 func TestElectKindMismatch(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	hold(t, cli, name, "locker")
 	for _, args := range [][]string{{"observe", name}, {"elect", name, "v"}, {"elect", name, "v", "--", "true"}} {
 		code, _, stderr := run(t, args...)

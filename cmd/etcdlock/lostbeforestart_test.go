@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,12 +18,12 @@ import (
 // the lost-lock code without starting the command. It runs etcdlock in
 // process, to break the grant at that point.
 func TestRunLostBeforeStart(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	marker := filepath.Join(t.TempDir(), "started")
 	broke := false
 	beforeStart = func(g *grant) {
-		resp, err := cli.Txn(ctxFor(t, long)).
+		resp, err := cli.Txn(embedtest.Context(t, long)).
 			If(clientv3.Compare(clientv3.CreateRevision(g.key), "=", int64(g.token))).
 			Then(clientv3.OpDelete(g.key)).Commit()
 		if err != nil || !resp.Succeeded {

@@ -13,17 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// lsJSON is one element of ls's JSON output.
-type lsJSON struct {
-	Name        string     `json:"name"`
-	Kind        string     `json:"kind"`
-	Size        int        `json:"size,omitempty"` // a semaphore's size
-	Holder      *entryJSON `json:"holder"`
-	Cluster     string     `json:"cluster,omitempty"` // in a sharded deployment
-	HolderCount int        `json:"holder_count"`
-	WaiterCount int        `json:"waiter_count"`
-}
-
 // lsCmd is "etcdlock ls": every lock with a holder, one line each.
 func (a *app) lsCmd() *cobra.Command {
 	var output string

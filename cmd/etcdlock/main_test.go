@@ -14,13 +14,13 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -95,13 +95,6 @@ func goTool() string {
 		return p
 	}
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-var nameSeq atomic.Int64
-
-// uniqueName returns a lock name no other test uses.
-func uniqueName(t testing.TB) string {
-	return fmt.Sprintf("cli/%s/%d", strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1))
 }
 
 // endpointFlags point the CLI at the shared cluster, with timeouts for a
@@ -289,35 +282,11 @@ func run(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	return code, stdout, p.stderr.String()
 }
 
-// newClient returns a client of the shared cluster, closed at cleanup.
-func newClient(t testing.TB) *clientv3.Client {
-	t.Helper()
-	return cluster.TestClient(t)
-}
-
-// ctxFor returns a context that ends after d or with the test.
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// openSession opens a library session, closed at cleanup.
-func openSession(t testing.TB, cli *clientv3.Client, identity string) *etcdlock.Session {
-	t.Helper()
-	s, err := etcdlock.NewSession(ctxFor(t, long), cli, etcdlock.WithIdentity(identity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
 // hold takes name with a library session of the given identity.
 func hold(t testing.TB, cli *clientv3.Client, name, identity string) (*etcdlock.Session, *etcdlock.Lock) {
 	t.Helper()
-	s := openSession(t, cli, identity)
-	l, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, long))
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity(identity))
+	l, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, long))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +296,7 @@ func hold(t testing.TB, cli *clientv3.Client, name, identity string) (*etcdlock.
 // describe reads name's state.
 func describe(t testing.TB, cli *clientv3.Client, name string) *etcdlock.LockState {
 	t.Helper()
-	st, err := etcdlock.Describe(ctxFor(t, long), cli, name)
+	st, err := etcdlock.Describe(embedtest.Context(t, long), cli, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestRunMaxRuntime: a command that runs past --max-runtime gets SIGTERM
@@ -14,8 +16,8 @@ import (
 // lock is released and etcdlock exits 124. A command that ends before the
 // cap is not touched.
 func TestRunMaxRuntime(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	start := time.Now()
 	code, _, stderr := run(t, "run", name, "--max-runtime", "1s", "--grace", "500ms", "--",
 		"/bin/sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
@@ -48,8 +50,8 @@ func TestRunMaxRuntime(t *testing.T) {
 // TestRunEscalatesIgnoredSIGTERM: a command that ignores the SIGTERM that
 // run forwards gets SIGKILL --grace later.
 func TestRunEscalatesIgnoredSIGTERM(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, "run", name, "--grace", "500ms", "--", "/bin/sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
 	p.waitLine("ready")
 	p.signal(syscall.SIGTERM)

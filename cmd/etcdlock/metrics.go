@@ -47,7 +47,7 @@ func (a *app) listenMetrics(addr string) (*metricsServer, error) {
 func (ms *metricsServer) serve(s *etcdlock.Session, logf func(string, ...any)) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(ms.reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", etcdlock.SessionHealth(s, s.TTL()/3))
+	mux.Handle("/healthz", etcdlock.NewSessionHealth(s, s.TTL()/3))
 	ms.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(ms.done)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestRunNames: run --names waits until every name is granted (here behind
@@ -16,8 +17,8 @@ import (
 // they share, and releases them all; with --wait 0 it exits 124 at once
 // when one is held, leaving no key.
 func TestRunNames(t *testing.T) {
-	cli := newClient(t)
-	base := uniqueName(t)
+	cli := cluster.TestClient(t)
+	base := embedtest.UniqueName(t, "cli")
 	a, b := base+"/a", base+"/b"
 	_, held := hold(t, cli, b, "holder")
 	code, _, stderr := run(t, "run", "--names", a+","+b, "--wait", "0", "--", "true")
@@ -33,7 +34,7 @@ func TestRunNames(t *testing.T) {
 	if st := describe(t, cli, a); st.Holder == nil {
 		t.Fatalf("run holds no key of %s while it waits for %s", a, b)
 	}
-	if err := held.Unlock(ctxFor(t, long)); err != nil {
+	if err := held.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	code, out := p.wait()
@@ -57,8 +58,8 @@ func TestRunNames(t *testing.T) {
 // TestStatusShowsLockDelay: a run with --lock-delay shows it in status, in
 // its table and its JSON.
 func TestStatusShowsLockDelay(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, "run", name, "--lock-delay", "3s")
 	p.waitLine("holding")
 	code, out, stderr := run(t, "status", name)

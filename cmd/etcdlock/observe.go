@@ -2,56 +2,34 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/spf13/cobra"
 )
 
-// leaderJSON is one line of elect's and observe's JSON output.
-type leaderJSON struct {
-	At       string `json:"at"` // when etcdlock saw the state (RFC 3339, its clock)
-	Leader   bool   `json:"leader"`
-	Value    string `json:"value,omitempty"`
-	Token    int64  `json:"token,omitempty"`
-	Key      string `json:"key,omitempty"`
-	Identity string `json:"identity,omitempty"`
-	Lease    string `json:"lease,omitempty"`
-	Self     bool   `json:"self,omitempty"`
+// observeCmd is "etcdlock observe": every leader change of an election.
+func (a *app) observeCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "observe NAME",
+		Short: "Print every leader change of an election until interrupted",
+		Long: `Print the current leader of the election NAME, then every change (a new
+leader, a proclaimed value, "no leader"), one line each, until interrupted.
+A slow reader may skip intermediate states but always sees the latest.
+At the root of a sharded deployment it observes the election on its slot's
+cluster, across moves; a member cluster that is not the root is refused.`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkNameAndOutput(cmd, args[0], output, "text", "json"); err != nil {
+				return err
+			}
+			return a.observe(args[0], output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one object per line)")
+	return cmd
 }
-
-// printLeader prints one leadership state, stamped with when it was seen;
-// self marks this process's term.
-func (a *app) printLeader(info etcdlock.LeaderInfo, self bool, output string) {
-	at := time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
-	if output == "json" {
-		v := leaderJSON{At: at, Leader: info.Key != ""}
-		if v.Leader {
-			v.Value, v.Token, v.Key, v.Identity, v.Lease, v.Self = info.Value, int64(info.Token), info.Key, info.Identity, leaseHex(info.Lease), self
-		}
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(a.stdout, "%s\n", b)
-		return
-	}
-	if info.Key == "" {
-		fmt.Fprintf(a.stdout, "%s no leader\n", at)
-		return
-	}
-	mark := ""
-	if self {
-		mark = " (this process)"
-	}
-	fmt.Fprintf(a.stdout, "%s leader %s token=%d identity=%s lease=%s%s\n", at,
-		strconv.Quote(info.Value), info.Token, strconv.Quote(info.Identity), leaseHex(info.Lease), mark)
-}
-
-// leaseHex formats a lease ID as etcd and the key layout do.
-func leaseHex(id clientv3.LeaseID) string { return lockjson.LeaseHex(id) }
 
 // checkElection fails if name is used by another kind of recipe (Observe
 // would retry that forever).

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // appendScript appends "ran $1 $ETCDLOCK_TOKEN" to $LOG, then exits $2.
@@ -26,8 +28,8 @@ func runOnce(t *testing.T, env []string, name, id, machine, exit string) (int, s
 // later run of the id runs nothing; a new id runs once; a command that
 // fails records nothing, so its id runs again.
 func TestRunOnceAcrossMachines(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	log := filepath.Join(t.TempDir(), "log")
 	env := []string{"LOG=" + log}
 	var procs []*proc
@@ -74,8 +76,8 @@ func TestRunOnceAcrossMachines(t *testing.T) {
 
 // TestRunOnceBadFlags: --once needs a run id and an exclusive lock.
 func TestRunOnceBadFlags(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	for _, tc := range []struct {
 		args []string
 		want string

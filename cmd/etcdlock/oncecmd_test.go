@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestOnceShowAndClear: once show prints a name's last completed run (and
@@ -18,12 +20,12 @@ import (
 // again; and a clear whose record changed after it was shown deletes
 // nothing.
 func TestOnceShowAndClear(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	complete := func(id string) {
 		t.Helper()
-		m := etcdlock.NewMutex(openSession(t, cli, "job/1"), name)
-		if err := m.RunOnce(ctxFor(t, long), id, func(context.Context, *etcdlock.Lock) error { return nil }); err != nil {
+		m := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("job/1")), name)
+		if err := m.RunOnce(embedtest.Context(t, long), id, func(context.Context, *etcdlock.Lock) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

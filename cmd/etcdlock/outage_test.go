@@ -3,13 +3,15 @@
 package main
 
 import (
-	"github.com/etcdlock/etcdlock"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestRunRidesOutOutage: with the default TTL and grace, a command keeps
@@ -22,7 +24,7 @@ func TestRunRidesOutOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = link.Close() })
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	done := filepath.Join(t.TempDir(), "done")
 	script := `trap 'echo got TERM; exit 9' TERM
 echo ready
@@ -49,13 +51,13 @@ echo finished`
 // etcd was unreachable, and runs the command when the holder releases.
 func TestRunRequeuesAfterOutage(t *testing.T) {
 	t.Parallel() // touches only its own names, links and clusters; mostly waits
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	link, err := cluster.NewLink()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = link.Close() })
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "holder")
 	p := startRaw(t, nil, append([]string{"--endpoints", strings.Join(link.Endpoints(), ","), "--dial-timeout", "20s",
 		"--command-timeout", "20s", "run", name, "--ttl", "2", "--wait", "1m", "--"}, sh(`echo ran`)...)...)
@@ -69,7 +71,7 @@ func TestRunRequeuesAfterOutage(t *testing.T) {
 	waitState(t, cli, name, "the waiter to queue again", func(st *etcdlock.LockState) bool {
 		return len(st.Waiters) == 1 && st.Waiters[0].Lease != first.Waiters[0].Lease
 	})
-	if err := l.Unlock(ctxFor(t, long)); err != nil {
+	if err := l.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	code, out := p.wait()

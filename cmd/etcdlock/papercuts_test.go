@@ -11,12 +11,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestOperatorPapercuts: what an operator reads says what happened.
 func TestOperatorPapercuts(t *testing.T) {
 	t.Run("ls with nothing held says so", func(t *testing.T) {
-		code, out, _ := run(t, "ls", uniqueName(t))
+		code, out, _ := run(t, "ls", embedtest.UniqueName(t, "cli"))
 		if code != 0 || !strings.Contains(out, "has a holder") || strings.Contains(out, "NAME") {
 			t.Fatalf("exit %d, stdout %q", code, out)
 		}

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestRunSemaphoreAndReaders: with --semaphore 2 two runs hold at once and a
 // third waits; with --read two readers share while --write waits for both.
 func TestRunSemaphoreAndReaders(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	for _, tc := range []struct {
 		name         string
 		first, third []string // flags of the two sharers and of the one that must wait
@@ -28,7 +29,7 @@ func TestRunSemaphoreAndReaders(t *testing.T) {
 		{"readers", []string{"--read"}, []string{"--write"}, "rwmutex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "cli")
 			gate := filepath.Join(t.TempDir(), "gate")
 			script := `echo "started $1"; while [ ! -e "$GATE" ]; do sleep 0.02; done`
 			env := []string{"GATE=" + gate}
@@ -77,7 +78,7 @@ func TestRunMetricsAddr(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	gate := filepath.Join(t.TempDir(), "gate")
 	p := startEnv(t, []string{"GATE=" + gate}, append([]string{"run", name, "--metrics-addr", addr, "--"},
 		sh(`echo started; while [ ! -e "$GATE" ]; do sleep 0.02; done`)...)...)

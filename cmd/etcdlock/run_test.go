@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -36,8 +37,8 @@ func readLog(t *testing.T, log string) string {
 // TestRunTakesTurns: three runs of a script that appends to a file take
 // turns, never interleave, and are granted in the order they started.
 func TestRunTakesTurns(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	dir := t.TempDir()
 	log, gate := filepath.Join(dir, "log"), filepath.Join(dir, "gate")
 	procs := startTurns(t, cli, name, log, gate)
@@ -118,8 +119,8 @@ func checkTurns(t *testing.T, log string) {
 
 // TestRunWaitTimeout: --wait gives up with 124 and leaves no key.
 func TestRunWaitTimeout(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "holder")
 
 	t.Run("1s", func(t *testing.T) {
@@ -151,8 +152,8 @@ func TestRunWaitTimeout(t *testing.T) {
 // TestRunInterruptWhileWaiting: a signal while waiting exits 128+N and
 // leaves no key behind.
 func TestRunInterruptWhileWaiting(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "holder")
 	p := start(t, "run", name, "--", "/bin/echo", "ran")
 	waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
@@ -171,7 +172,7 @@ func TestRunInterruptWhileWaiting(t *testing.T) {
 // TestRunExitCodes: the command's status passes through; 126 and 127 for
 // commands that cannot run; the lock is free afterwards.
 func TestRunExitCodes(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "not-executable")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
@@ -192,7 +193,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"not executable", []string{notExec}, exitNotRunnable, "cannot be run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "cli")
 			code, _, stderr := run(t, append([]string{"run", name, "--"}, tc.argv...)...)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr)
@@ -213,7 +214,7 @@ func TestRunExitCodes(t *testing.T) {
 // TestRunEnvironment: ETCDLOCK_* are set after the inherited environment,
 // and stdin and stdout are the command's.
 func TestRunEnvironment(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := startEnv(t, []string{"ETCDLOCK_NAME=inherited", "ETCDLOCK_TOKEN=0", "KEPT=yes"},
 		append([]string{"run", name, "--"}, sh(`echo "$ETCDLOCK_NAME|$ETCDLOCK_KEY|$ETCDLOCK_TOKEN|$KEPT"`)...)...)
 	code, out := p.wait()
@@ -235,7 +236,7 @@ func TestRunEnvironment(t *testing.T) {
 // TestRunForwardsSignals: SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to
 // etcdlock reach the command, whose exit status passes through.
 func TestRunForwardsSignals(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	script := `trap 'echo got TERM; exit 41' TERM
 trap 'echo got INT; exit 42' INT
 trap 'echo got HUP; exit 43' HUP
@@ -253,7 +254,7 @@ while :; do sleep 0.05; done`
 		{syscall.SIGQUIT, "QUIT", 44},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "cli")
 			p := start(t, append([]string{"run", name, "--"}, sh(script)...)...)
 			p.waitLine("ready")
 			p.signal(tc.sig)
@@ -272,7 +273,7 @@ while :; do sleep 0.05; done`
 // TestRunLeaseRevoked: revoking the session's lease from outside makes run
 // terminate the command (SIGTERM at once, SIGKILL after grace) and exit 125.
 func TestRunLeaseRevoked(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	const grace = 2 * time.Second
 	for _, tc := range []struct {
 		name   string
@@ -284,7 +285,7 @@ func TestRunLeaseRevoked(t *testing.T) {
 		{"ignores SIGTERM", `trap '' TERM; echo ready $$; exec sleep 600`, grace}, // SIG_IGN survives exec
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "cli")
 			p := start(t, append([]string{"run", name, "--grace", grace.String(), "--"}, sh(tc.script)...)...)
 			pid, err := strconv.Atoi(strings.Fields(p.waitLine("ready"))[1])
 			if err != nil {
@@ -295,7 +296,7 @@ func TestRunLeaseRevoked(t *testing.T) {
 				t.Fatal("no holder while the command runs")
 			}
 			revoked := time.Now()
-			if _, err := cli.Revoke(ctxFor(t, long), st.Holder.Lease); err != nil {
+			if _, err := cli.Revoke(embedtest.Context(t, long), st.Holder.Lease); err != nil {
 				t.Fatal(err)
 			}
 			code, _ := p.wait()
@@ -328,7 +329,7 @@ func TestRunCannotRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = link.Close() })
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	const ttl, grace = 4 * time.Second, time.Second
 	script := `trap 'echo got TERM' TERM
 echo ready
@@ -363,8 +364,8 @@ while :; do sleep 0.05; done`
 // TestRunBrokenWhileRunning: etcdlock break on a lock held by run makes the
 // command stop and run exit 125.
 func TestRunBrokenWhileRunning(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, append([]string{"run", name, "--"}, sh(`echo ready; exec sleep 600`)...)...)
 	p.waitLine("ready")
 	code, out, stderr := run(t, "break", name, "--force")
@@ -384,8 +385,8 @@ func TestRunBrokenWhileRunning(t *testing.T) {
 // holds it until SIGINT (released, exit 0); a holder that loses the lock
 // exits 125.
 func TestRunWithoutCommandHolds(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	p := start(t, "run", name, "--identity", "by-hand")
 	line := p.waitLine("holding")
 	st := describe(t, cli, name)
@@ -404,7 +405,7 @@ func TestRunWithoutCommandHolds(t *testing.T) {
 	p = start(t, "run", name)
 	p.waitLine("holding")
 	st = describe(t, cli, name)
-	if err := etcdlock.Break(ctxFor(t, long), cli, name, st.Holder.Token); err != nil {
+	if err := etcdlock.Break(embedtest.Context(t, long), cli, name, st.Holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := p.wait(); code != exitLost || !strings.Contains(p.stderr.String(), "lost lock") {

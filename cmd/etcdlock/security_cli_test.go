@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -38,8 +40,8 @@ func TestSecurityCLI(t *testing.T) {
 // with library sessions.
 func holdTeamLocks(t *testing.T, tm *teams) (bl, al *etcdlock.Lock) {
 	t.Helper()
-	ctx := ctxFor(t, long)
-	bs := openSession(t, tm.bob, "bob/1")
+	ctx := embedtest.Context(t, long)
+	bs := locktest.OpenSession(t, tm.bob, etcdlock.WithIdentity("bob/1"))
 	bl, err := etcdlock.NewMutex(bs, "team-b/job").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,7 @@ func holdTeamLocks(t *testing.T, tm *teams) (bl, al *etcdlock.Lock) {
 // bobKeys lists the keys under team-b/, as root sees them.
 func (tm *teams) bobKeys(t *testing.T) string {
 	t.Helper()
-	resp, err := tm.root.Get(ctxFor(t, long), etcdlock.NamespacePrefix("team-b/"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := tm.root.Get(embedtest.Context(t, long), etcdlock.NamespacePrefix("team-b/"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func startTeams(t *testing.T) *teams {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tm.root.Close() })
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	for _, team := range []struct{ role, user, pw, prefix string }{
 		{"team-a", "alice", tm.alicePW, "team-a/"},
 		{"team-b", "bob", tm.bobPW, "team-b/"},

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs serve with its --client-auth, TLS and --user flags.
+
 import (
 	"context"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // leases counts the leases in etcd, as root sees them.
@@ -68,7 +72,7 @@ func TestAttackClientAuthOldPassword(t *testing.T) {
 	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
 		t.Fatalf("alice reads with her password: %d %v", code, out)
 	}
-	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", fresh); err != nil {
+	if _, err := tm.root.UserChangePassword(embedtest.Context(t, long), "alice", fresh); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, _ := s.doAs(t, "alice", fresh, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
@@ -106,7 +110,7 @@ func TestAttackClientAuthMetricsNames(t *testing.T) {
 // metricsAs reads /metrics as user.
 func (s *server) metricsAs(t *testing.T, user, password string) (string, int) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctxFor(t, long), "GET", "http://etcdlock/metrics", nil)
+	req, _ := http.NewRequestWithContext(embedtest.Context(t, long), "GET", "http://etcdlock/metrics", nil)
 	req.SetBasicAuth(user, password)
 	resp, err := s.c.Do(req)
 	if err != nil {
@@ -176,7 +180,7 @@ func TestAttackClientAuthOldPasswordSession(t *testing.T) {
 	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
 		t.Fatalf("alice reads with her password: %d %v", code, out)
 	}
-	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", fresh); err != nil {
+	if _, err := tm.root.UserChangePassword(embedtest.Context(t, long), "alice", fresh); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ := s.doAs(t, "alice", fresh, "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
@@ -204,7 +208,7 @@ func TestAttackClientAuthOldPasswordCode(t *testing.T) {
 	if code, out, _ := s.doAs(t, "alice", old, "GET", "/v1/leader?name=team-a/e", nil); code != 200 {
 		t.Fatalf("alice reads with her password: %d %v", code, out)
 	}
-	if _, err := tm.root.UserChangePassword(ctxFor(t, long), "alice", secret(t, "alice2")); err != nil {
+	if _, err := tm.root.UserChangePassword(embedtest.Context(t, long), "alice", secret(t, "alice2")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: its client vanishes in a network namespace from the serve process.
+
 import (
 	"bufio"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // observeChild watches OBS's leader by SSE and prints OBS once the first
@@ -39,9 +43,9 @@ func TestAttackServeVanishedObserver(t *testing.T) {
 	}
 	ns := newNetns(t)
 	srv := startServer(t, nil, "--listen", ns.hostIP+":0")
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	child := exec.Command("ip", "netns", "exec", ns.name, "python3", "-c", observeChild)
-	child.Env = append(os.Environ(), "ADDR="+srv.addr, "OBS="+uniqueName(t))
+	child.Env = append(os.Environ(), "ADDR="+srv.addr, "OBS="+embedtest.UniqueName(t, "cli"))
 	out, err := child.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +59,7 @@ func TestAttackServeVanishedObserver(t *testing.T) {
 		t.Fatalf("child: %q %v", line, err)
 	}
 	leases := func() int {
-		resp, err := cli.Leases(ctxFor(t, long))
+		resp, err := cli.Leases(embedtest.Context(t, long))
 		if err != nil {
 			t.Fatal(err)
 		}

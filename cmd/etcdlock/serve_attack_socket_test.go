@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it races two serve processes for one --socket path.
+
 import (
 	"net"
 	"path/filepath"

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it sends SIGTERM to the serve process.
+
 import (
 	"io"
 	"net"

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: its client vanishes in a network namespace from the serve process.
+
 import (
 	"bufio"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // sessionVanishChild is a client (python3, in the namespace) that opens a
@@ -53,8 +57,8 @@ func TestAttackServeVanishedSessionWaiter(t *testing.T) {
 	}
 	ns := newNetns(t)
 	srv := startServer(t, nil, "--listen", ns.hostIP+":0")
-	cli := newClient(t)
-	held, awaited := uniqueName(t)+"/held", uniqueName(t)+"/awaited"
+	cli := cluster.TestClient(t)
+	held, awaited := embedtest.UniqueName(t, "cli")+"/held", embedtest.UniqueName(t, "cli")+"/awaited"
 	_, first := hold(t, cli, awaited, "go-holder")
 	child := exec.Command("ip", "netns", "exec", ns.name, "python3", "-c", sessionVanishChild)
 	child.Env = append(os.Environ(), "ADDR="+srv.addr, "HELD="+held, "WAIT="+awaited)
@@ -75,9 +79,9 @@ func TestAttackServeVanishedSessionWaiter(t *testing.T) {
 	}
 	waitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	granted := make(chan string, 1)
-	s := openSession(t, cli, "go-waiter")
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("go-waiter"))
 	go func() {
-		if _, err := etcdlock.NewMutex(s, held).Lock(ctxFor(t, 4*time.Minute)); err != nil {
+		if _, err := etcdlock.NewMutex(s, held).Lock(embedtest.Context(t, 4*time.Minute)); err != nil {
 			t.Errorf("%s: %v", held, err)
 		}
 		granted <- held
@@ -97,5 +101,5 @@ func TestAttackServeVanishedSessionWaiter(t *testing.T) {
 			t.Fatalf("the held name of a vanished session client (ttl 5 s) still held 3.5 min after it vanished: %+v", st)
 		}
 	}
-	_ = first.Unlock(ctxFor(t, long))
+	_ = first.Unlock(embedtest.Context(t, long))
 }

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs serve with its --client-auth, TLS and --user flags.
+
 import (
 	"bytes"
 	"context"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,7 +38,7 @@ func (s *server) doAs(t *testing.T, user, password, method, path string, body an
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxFor(t, long), method, "http://etcdlock"+path, r)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), method, "http://etcdlock"+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it checks serve's TLS flags (--cert-file, --key-file) and refusals.
+
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // serverCert writes a self-signed certificate for 127.0.0.1 and its key,
@@ -99,7 +103,7 @@ func TestServeClientAuthTLS(t *testing.T) {
 	addr := "127.0.0.1:" + s.addr[strings.LastIndex(s.addr, ":")+1:]
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(c.CloseIdleConnections)
-	req, _ := http.NewRequestWithContext(ctxFor(t, long), "GET", "https://"+addr+"/v1/state?name=team-a/x", nil)
+	req, _ := http.NewRequestWithContext(embedtest.Context(t, long), "GET", "https://"+addr+"/v1/state?name=team-a/x", nil)
 	req.SetBasicAuth("alice", tm.alicePW)
 	resp, err := c.Do(req)
 	if err != nil {

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: the helpers that run the serve process and talk to it.
+
 import (
 	"bufio"
 	"bytes"
@@ -16,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // server is a running etcdlock serve, reached over its unix socket (or
@@ -92,7 +96,7 @@ func (s *server) do(t *testing.T, method, path string, body any) (int, map[strin
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxFor(t, long), method, "http://etcdlock"+path, r)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), method, "http://etcdlock"+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,4 +207,15 @@ func tokenOf(t *testing.T, m map[string]any) int64 {
 		t.Fatalf("token of %v: %v", m, err)
 	}
 	return n
+}
+
+// keysOf returns the keys of name's holders and waiters.
+func keysOf(t *testing.T, name string) []string {
+	t.Helper()
+	st := describe(t, cluster.TestClient(t), name)
+	var keys []string
+	for _, e := range append(st.Holders, st.Waiters...) {
+		keys = append(keys, e.Key)
+	}
+	return keys
 }

@@ -2,12 +2,16 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs the documented Python client against the serve process.
+
 import (
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestServePythonExample runs examples/python/fenced_write.py against a
@@ -22,7 +26,7 @@ func TestServePythonExample(t *testing.T) {
 		t.Skip("python3 is not installed, so the Python example cannot run here (CI installs it)")
 	}
 	srv := startServer(t, nil, "--listen", "127.0.0.1:0")
-	cmd := exec.Command(py, "fenced_write.py", srv.addr, uniqueName(t))
+	cmd := exec.Command(py, "fenced_write.py", srv.addr, embedtest.UniqueName(t, "cli"))
 	cmd.Dir = filepath.Join("..", "..", "examples", "python")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "refused: stale token") || !strings.Contains(string(out), " ok") {

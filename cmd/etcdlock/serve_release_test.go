@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it needs the process's unix socket and TCP address, two clients.
+
 import (
 	"io"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestServeReleaseHold: DELETE /v1/holds/{id} answers once the grant's
@@ -18,7 +21,7 @@ import (
 // over TCP, the hold over the unix socket), are 404 not_held.
 func TestServeReleaseHold(t *testing.T) {
 	srv := startServer(t, nil, "--listen", "127.0.0.1:0")
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	st, code, first := srv.open(t, "/v1/hold", map[string]any{"name": name})
 	id, _ := first["hold"].(string)
 	if code != http.StatusOK || first["event"] != "granted" || len(id) != 32 {
@@ -29,7 +32,7 @@ func TestServeReleaseHold(t *testing.T) {
 	if code != http.StatusOK || out["released"] != true || out["name"] != name || out["token"] != first["token"] {
 		t.Fatalf("DELETE: %d %v; want released, with the grant's name and token", code, out)
 	}
-	if st := describe(t, newClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := describe(t, cluster.TestClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("after DELETE answered: %+v; want the name free", st)
 	}
 	checkReleasedLine(t, st)
@@ -60,7 +63,7 @@ func holdToken(t *testing.T, v any) etcdlock.Token {
 // name still held.
 func deleteFromAnotherClient(t *testing.T, addr, id, name string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxFor(t, long), "DELETE", "http://"+addr+"/v1/holds/"+id, nil)
+	req, err := http.NewRequestWithContext(embedtest.Context(t, long), "DELETE", "http://"+addr+"/v1/holds/"+id, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func deleteFromAnotherClient(t *testing.T, addr, id, name string) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_held"`) {
 		t.Fatalf("DELETE by another client: %d %s; want 404 not_held", resp.StatusCode, b)
 	}
-	if describe(t, newClient(t), name).Holder == nil {
+	if describe(t, cluster.TestClient(t), name).Holder == nil {
 		t.Fatal("the hold went after another client's DELETE")
 	}
 }

@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: it runs serve on a sharded deployment's root (--endpoints).
+
 import (
 	"fmt"
 	"net/http"

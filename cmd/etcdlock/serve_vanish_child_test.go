@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: the client process of the network-namespace tests.
+
 import (
 	"bufio"
 	"fmt"

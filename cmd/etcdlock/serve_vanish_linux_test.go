@@ -2,6 +2,8 @@
 
 package main
 
+// In cmd/etcdlock, not internal/serve: its client vanishes in a network namespace from the serve process.
+
 import (
 	"bufio"
 	"fmt"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // netnsSeq numbers the namespaces of this process.
@@ -84,8 +88,8 @@ func TestServeVanishedClient(t *testing.T) {
 	t.Parallel() // its own namespace, server and names; mostly waits
 	ns := newNetns(t)
 	srv := startServer(t, nil, "--listen", ns.hostIP+":0")
-	cli := newClient(t)
-	held, awaited := uniqueName(t)+"/held", uniqueName(t)+"/awaited"
+	cli := cluster.TestClient(t)
+	held, awaited := embedtest.UniqueName(t, "cli")+"/held", embedtest.UniqueName(t, "cli")+"/awaited"
 	_, first := hold(t, cli, awaited, "go-holder")
 	child := exec.Command("ip", "netns", "exec", ns.name, os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), vanishChildEnv+"="+srv.addr, "ETCDLOCK_TEST_NAME="+held, "ETCDLOCK_TEST_WAIT_NAME="+awaited)
@@ -107,9 +111,9 @@ func TestServeVanishedClient(t *testing.T) {
 	waitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	granted := make(chan string, 2)
 	for _, name := range []string{held, awaited} {
-		s := openSession(t, cli, "go-waiter")
+		s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("go-waiter"))
 		go func() {
-			if _, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, 2*time.Minute)); err != nil {
+			if _, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, 2*time.Minute)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 			granted <- name
@@ -119,7 +123,7 @@ func TestServeVanishedClient(t *testing.T) {
 	waitState(t, cli, awaited, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 2 })
 	ns.vanish(t)
 	gone := time.Now()
-	if err := first.Unlock(ctxFor(t, long)); err != nil {
+	if err := first.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {

@@ -35,7 +35,7 @@ func startDeployment(t *testing.T) *deployment {
 		"b="+strings.Join(d.cs[1].Endpoints(), ",")); code != 0 {
 		t.Fatalf("clusters init: exit %d, %q, %q", code, out, stderr)
 	}
-	r, err := etcdlock.NewShards(ctxFor(t, long), d.clis["a"])
+	r, err := etcdlock.NewShards(embedtest.Context(t, long), d.clis["a"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func (d *deployment) start(t *testing.T, args ...string) *proc {
 func (d *deployment) nameOn(t *testing.T, id string) string {
 	t.Helper()
 	for {
-		name := strings.ReplaceAll(uniqueName(t), "/", "-") + "/job"
+		name := strings.ReplaceAll(embedtest.UniqueName(t, "cli"), "/", "-") + "/job"
 		if got, _ := d.r.ClusterOf(name); got == id {
 			return name
 		}
@@ -82,7 +82,7 @@ func TestShardedRun(t *testing.T) {
 		name := d.nameOn(t, id)
 		p := d.start(t, "run", name)
 		line := p.waitLine("holding")
-		st, err := d.r.Describe(ctxFor(t, long), name)
+		st, err := d.r.Describe(embedtest.Context(t, long), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,12 +158,12 @@ func TestShardedServe(t *testing.T) {
 func TestShardedOneClusterDown(t *testing.T) {
 	d := startDeployment(t)
 	name := d.nameOn(t, "a")
-	s, err := etcdlock.NewShardedSession(ctxFor(t, long), d.r)
+	s, err := etcdlock.NewShardedSession(embedtest.Context(t, long), d.r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if _, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, long)); err != nil {
+	if _, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cs[1].Close(); err != nil {
@@ -246,12 +246,12 @@ func TestMoveAbort(t *testing.T) {
 		t.Fatalf("move --abort --to: exit %d, %q", code, stderr)
 	}
 	name := d.nameOn(t, "a")
-	s, err := etcdlock.NewShardedSession(ctxFor(t, long), d.r)
+	s, err := etcdlock.NewShardedSession(embedtest.Context(t, long), d.r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	l, err := etcdlock.NewMutex(s, name).Lock(ctxFor(t, long))
+	l, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, long))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestMoveAbort(t *testing.T) {
 	if code, out, _ := d.sh(t, "status", name, "-o", "json"); code != 0 || strings.Contains(out, `"moving"`) || !strings.Contains(out, `"cluster": "a"`) {
 		t.Fatalf("status after the abort: exit %d:\n%s", code, out)
 	}
-	if err := l.Unlock(ctxFor(t, long)); err != nil {
+	if err := l.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := d.sh(t, "run", name, "--wait", "20s", "--", "true"); code != 0 {

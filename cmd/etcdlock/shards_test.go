@@ -29,14 +29,14 @@ func TestShardedDeployment(t *testing.T) {
 	if code, _, stderr := sh(append([]string{"clusters", "init"}, ids...)...); code == 0 || !strings.Contains(stderr, "already holds a slot map") {
 		t.Fatalf("a second clusters init: exit %d, %q", code, stderr)
 	}
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	rootCli := cs[0].TestClient(t)
 	r, err := etcdlock.NewShards(ctx, rootCli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	from, _ := r.ClusterOf(name)
 	to := map[string]string{"a": "b", "b": "a"}[from]
 	s, err := etcdlock.NewShardedSession(ctx, r)
@@ -72,7 +72,7 @@ func checkLs(t *testing.T, sh func(...string) (int, string, string), name, from 
 // while l holds it: the move drains until l lets go.
 func checkMoveCommand(t *testing.T, sh func(...string) (int, string, string), root []string, name, from, to string, l *etcdlock.Lock) {
 	t.Helper()
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	mv := startRaw(t, nil, append(append([]string(nil), root...), "move", "--name", name, "--to", to)...)
 	mv.waitLine("draining on " + from + ": 1 keys of 1 names left")
 	checkStatusMoving(t, sh, name, from, to)

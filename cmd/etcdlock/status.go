@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/internal/etcderr"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -45,16 +45,6 @@ wait until the move ends (-o json: "moving").`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
-}
-
-// entryJSON and statusJSON are status's (and ls's) JSON shapes.
-type (
-	entryJSON  = lockjson.Entry
-	statusJSON = lockjson.Status
-)
-
-func toEntryJSON(e etcdlock.Entry, ttls map[clientv3.LeaseID]int64) entryJSON {
-	return lockjson.FromEntry(e, ttls, time.Now())
 }
 
 // status prints the holders and waiters of name.
@@ -180,7 +170,7 @@ func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdl
 		}
 		resp, err := cli.TimeToLive(ctx, e.Lease)
 		switch {
-		case err != nil && isLeaseNotFound(err):
+		case err != nil && etcderr.IsLeaseNotFound(err):
 			ttls[e.Lease] = -1
 		case err != nil:
 			return nil, exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))
@@ -189,38 +179,6 @@ func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdl
 		}
 	}
 	return ttls, nil
-}
-
-// toStatusJSON is st with the leases' time left.
-func toStatusJSON(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64) statusJSON {
-	return lockjson.FromState(st, ttls, time.Now())
-}
-
-// kindText is e's kind, with a semaphore's size ("semaphore of 3").
-func kindText(e entryJSON) string {
-	if e.Size > 0 {
-		return fmt.Sprintf("%s of %d", e.Kind, e.Size)
-	}
-	return e.Kind
-}
-
-// inQueueText is how long e has been in the queue, "-" when its key does
-// not say (the client's clock: a skewed clock shows a skewed age).
-func inQueueText(e entryJSON) string { return secondsText(e.InQueue) }
-
-// heldText is how long the holder e has held, "-" when its key does not say.
-func heldText(e entryJSON) string { return secondsText(e.Held) }
-
-// secondsText is a duration in seconds as status shows it, "-" for nil.
-func secondsText(secs *float64) string {
-	if secs == nil {
-		return "-"
-	}
-	d := time.Duration(*secs * float64(time.Second))
-	if d < time.Minute {
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }
 
 // printStatus prints the status of name as a heading and a table, with
@@ -288,29 +246,4 @@ func statusRow(e entryJSON, holder bool, with columns) []string {
 		row = append(row, fmt.Sprintf("%q", e.Value))
 	}
 	return row
-}
-
-func (a *app) printJSON(v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return exitf(exitUsage, "encode JSON: %v", err)
-	}
-	fmt.Fprintf(a.stdout, "%s\n", b)
-	return nil
-}
-
-// plural returns "1 waiter", "2 waiters", "3 processes" and the like.
-func plural(n int, what string) string {
-	switch {
-	case n == 1:
-		return "1 " + what
-	case strings.HasSuffix(what, "s"):
-		return fmt.Sprintf("%d %ses", n, what)
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// isLeaseNotFound reports an etcd "requested lease not found" error.
-func isLeaseNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "requested lease not found")
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,7 +20,7 @@ import (
 func queueUp(t *testing.T, cli *clientv3.Client, name string, ids ...string) {
 	t.Helper()
 	for i, id := range ids {
-		s := openSession(t, cli, id)
+		s := locktest.OpenSession(t, cli, etcdlock.WithIdentity(id))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -67,8 +69,8 @@ func sameEntry(t *testing.T, what string, g entryJSON, w etcdlock.Entry, ttl int
 }
 
 func TestStatusJSONMatchesDescribe(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	s, _ := hold(t, cli, name, "holder/1")
 	queueUp(t, cli, name, "waiter/2", "waiter/3")
 
@@ -98,8 +100,8 @@ func TestStatusJSONMatchesDescribe(t *testing.T) {
 }
 
 func TestStatusTable(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "holder/1")
 	queueUp(t, cli, name, "waiter/2")
 	code, out, stderr := run(t, "status", name)
@@ -115,7 +117,7 @@ func TestStatusTable(t *testing.T) {
 		t.Errorf("unexpected table:\n%s", out)
 	}
 
-	free := uniqueName(t)
+	free := embedtest.UniqueName(t, "cli")
 	code, out, stderr = run(t, "status", free)
 	if code != 0 || !strings.Contains(out, "is free") {
 		t.Errorf("status of a free lock: exit %d, stdout %q, stderr %q", code, out, stderr)
@@ -123,12 +125,12 @@ func TestStatusTable(t *testing.T) {
 }
 
 func TestLs(t *testing.T) {
-	cli := newClient(t)
-	prefix := uniqueName(t) + "/"
+	cli := cluster.TestClient(t)
+	prefix := embedtest.UniqueName(t, "cli") + "/"
 	hold(t, cli, prefix+"a", "holder-a")
 	hold(t, cli, prefix+"b", "holder-b")
 	queueUp(t, cli, prefix+"b", "waiter-b1", "waiter-b2")
-	hold(t, cli, uniqueName(t), "elsewhere") // not under the prefix
+	hold(t, cli, embedtest.UniqueName(t, "cli"), "elsewhere") // not under the prefix
 
 	code, out, stderr := run(t, "ls", prefix, "-o", "json")
 	if code != 0 {

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestUI: etcdlock ui serves the page and its API for the prefix on the
 // address it prints, read-only by default, and exits 0 on SIGINT.
 func TestUI(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "ui-holder")
 	p := start(t, "ui", "--listen", "127.0.0.1:0", "--prefix", name)
 	url := waitStderr(t, p, regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/`))
@@ -103,8 +104,8 @@ func waitStderr(t *testing.T, p *proc, re *regexp.Regexp) string {
 // its lease runs out, and a break --force is "broken" (the page did not
 // break it).
 func TestUITimelineTellsHowGrantsEnded(t *testing.T) {
-	cli := newClient(t)
-	base := uniqueName(t)
+	cli := cluster.TestClient(t)
+	base := embedtest.UniqueName(t, "cli")
 	ui := start(t, "ui", "--listen", "127.0.0.1:0", "--prefix", base)
 	url := waitStderr(t, ui, regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/`))
 	t.Cleanup(func() { ui.signal(syscall.SIGINT); ui.wait() })

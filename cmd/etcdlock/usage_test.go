@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestUsageErrors: bad flags, a missing "--", an empty NAME and the like
@@ -112,7 +114,7 @@ func TestUnreachable(t *testing.T) {
 
 // TestEnvEndpoints: $ETCDCTL_ENDPOINTS is used when --endpoints is not given.
 func TestEnvEndpoints(t *testing.T) {
-	p := startRaw(t, []string{"ETCDCTL_ENDPOINTS=" + strings.Join(cluster.Endpoints(), ","), "ETCDCTL_DIAL_TIMEOUT=20s"}, "status", uniqueName(t))
+	p := startRaw(t, []string{"ETCDCTL_ENDPOINTS=" + strings.Join(cluster.Endpoints(), ","), "ETCDCTL_DIAL_TIMEOUT=20s"}, "status", embedtest.UniqueName(t, "cli"))
 	if code, out := p.wait(); code != 0 || !strings.Contains(out, "is free") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, p.stderr.String())
 	}
@@ -142,7 +144,7 @@ func TestTTLFlag(t *testing.T) {
 			t.Errorf("--ttl %s: %v, %v; want %v", tc.in, time.Duration(f), err, tc.want)
 		}
 	}
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "cli")
 	code, _, stderr := run(t, "run", name, "--ttl", "1", "--grace", "0s", "--", "true")
 	if code != 0 {
 		t.Fatalf("run --ttl 1: exit %d; stderr: %s", code, stderr)

@@ -4,14 +4,16 @@ package main
 
 import (
 	"testing"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestRunShortWait: a --wait shorter than a round trip (1ns) still gets a free
 // lock (as --wait 0 does), and still times out on a held one with 124,
 // leaving no key.
 func TestRunShortWait(t *testing.T) {
-	cli := newClient(t)
-	name := uniqueName(t)
+	cli := cluster.TestClient(t)
+	name := embedtest.UniqueName(t, "cli")
 	for _, wait := range []string{"1ns", "1ms", "0"} {
 		if code, _, stderr := run(t, "run", name, "--wait", wait, "--", "true"); code != 0 {
 			t.Fatalf("run --wait %s of a free lock: exit %d; stderr: %s", wait, code, stderr)

@@ -41,11 +41,11 @@ func TestRunWaitsForEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := startRaw(t, nil, args(uniqueName(t), "--", "true")...)
+	p := startRaw(t, nil, args(embedtest.UniqueName(t, "cli"), "--", "true")...)
 	if code, _ := p.wait(); code != exitUsage || !strings.Contains(p.stderr.String(), "no leader (quorum lost?)") {
 		t.Fatalf("run without --wait, no quorum: exit %d, stderr %q; want 1 and why", code, p.stderr.String())
 	}
-	p = startRaw(t, nil, args(uniqueName(t), "--wait", "2m", "--", "echo", "ran")...)
+	p = startRaw(t, nil, args(embedtest.UniqueName(t, "cli"), "--wait", "2m", "--", "echo", "ran")...)
 	p.waitStderr("etcd answered but has no leader (quorum lost?); waiting for it")
 	// Every member down, then all back.
 	if err := ms[0].Kill(); err != nil {
@@ -71,7 +71,7 @@ func TestRunWaitRunsOut(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Restart() })
 	code, _, stderr := runIn(t, "--endpoints", strings.Join(c.Endpoints(), ","), "--dial-timeout", "1s",
-		"run", uniqueName(t), "--wait", "3s", "--", "true")
+		"run", embedtest.UniqueName(t, "cli"), "--wait", "3s", "--", "true")
 	if code != exitWaitTimeout || !strings.Contains(stderr, "timed out after 3s (--wait) waiting for etcd") {
 		t.Fatalf("exit %d, stderr %q; want %d and why", code, stderr, exitWaitTimeout)
 	}
@@ -87,7 +87,7 @@ func TestRunWaitRefusesWrongAddress(t *testing.T) {
 		{"HTTP/1", strings.TrimPrefix(web.URL, "http://"), "does not speak HTTP/2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := startRaw(t, nil, "--endpoints", tc.ep, "--dial-timeout", "5s", "run", uniqueName(t), "--wait", "1m", "--", "true")
+			p := startRaw(t, nil, "--endpoints", tc.ep, "--dial-timeout", "5s", "run", embedtest.UniqueName(t, "cli"), "--wait", "1m", "--", "true")
 			code, _ := p.wait()
 			if code != exitUsage || time.Since(p.start) > 15*time.Second {
 				t.Fatalf("exit %d after %v; want 1 at once", code, time.Since(p.start))

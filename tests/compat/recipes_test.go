@@ -10,17 +10,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// openSession opens a session of a short TTL on cli, closed at cleanup.
 func openSession(t *testing.T, cli *clientv3.Client) *etcdlock.Session {
 	t.Helper()
-	s, err := etcdlock.NewSession(testCtx(t, 30*time.Second), cli, etcdlock.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return locktest.OpenSession(t, cli, etcdlock.WithTTL(5*time.Second))
 }
 
 // awaitWaiters waits until name has n waiters.

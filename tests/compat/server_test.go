@@ -133,6 +133,11 @@ func freePorts(n int) ([]string, error) {
 	return addrs, nil
 }
 
+// uniqueName and testCtx are embedtest.UniqueName and embedtest.Context,
+// which this module cannot import: embedtest requires etcd's v3.7 client and
+// go 1.26.8, and this module builds with the library's minimum versions
+// (GOWORK=off), the point of its tests.
+
 // uniqueName returns a lock name of t.
 func uniqueName(t *testing.T) string {
 	return "compat/" + strings.ReplaceAll(t.Name(), "/", ".")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -62,17 +64,17 @@ func TestAttackLockDelayKinds(t *testing.T) {
 
 func (tc delayKind) run(t *testing.T) {
 	const delay = 3 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 40*time.Second)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 40*time.Second)
 	var revokee *etcdlock.Session
 	for i, h := range tc.holders {
 		var s *etcdlock.Session
 		if i == 0 {
-			s = openSession(t, cli, etcdlock.WithLockDelay(delay))
+			s = locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 			revokee = s
 		} else {
-			s = openSession(t, cli)
+			s = locktest.OpenSession(t, cli)
 		}
 		if err := h(ctx, s, name); err != nil {
 			t.Fatal(err)
@@ -85,7 +87,7 @@ func (tc delayKind) run(t *testing.T) {
 		tc.leaver(t, ctx, name, n, l, left)
 	}
 	got := make(chan time.Time, 1)
-	last := openSession(t, cli)
+	last := locktest.OpenSession(t, cli)
 	go func() {
 		if err := tc.last(ctx, last, name); err != nil {
 			t.Error(err)
@@ -124,8 +126,8 @@ func (tc delayKind) run(t *testing.T) {
 // the count of keys once it is queued.
 func (tc delayKind) leaver(t *testing.T, ctx context.Context, name string, n int, l delayAcq, left chan<- error) {
 	t.Helper()
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
 	lctx, leave := context.WithCancel(ctx)
 	t.Cleanup(leave)
 	setHook(t, func(p testhook.Point, err error) error {

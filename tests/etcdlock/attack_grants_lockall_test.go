@@ -3,14 +3,16 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestAttackLockAllConfirmRace: LockAll(A, B) holds A at once and waits
@@ -21,14 +23,14 @@ import (
 // reported) whenever A was broken; never a set that claims A while another
 // session holds it.
 func TestAttackLockAllConfirmRace(t *testing.T) {
-	ctx := testCtx(t, 3*time.Minute)
-	cli := newClient(t, nil)
-	s := openSession(t, nil)
-	other := openSession(t, nil)
-	hb := openSession(t, nil)
+	ctx := embedtest.Context(t, 3*time.Minute)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	other := locktest.OpenSession(t, shared.TestClient(t))
+	hb := locktest.OpenSession(t, shared.TestClient(t))
 	var failed, won, wonLost int
 	for i := 0; i < 25; i++ {
-		a, b := uniqueName(t), uniqueName(t)
+		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
 		holderB, err := etcdlock.NewMutex(hb, b).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -123,12 +125,12 @@ func checkFailedLockAll(t *testing.T, ctx context.Context, cli *clientv3.Client,
 // leave nothing when it fails.
 func TestAttackLockAllCutAtConfirm(t *testing.T) {
 	c := embedtest.Start(t)
-	direct := newClient(t, c)
+	direct := c.TestClient(t)
 	for _, brk := range []bool{false, true} {
 		s, link := cutSession(t, c, 10*time.Second)
-		ctx := testCtx(t, time.Minute)
-		a, b := uniqueName(t), uniqueName(t)
-		holderB := mustLock(t, etcdlock.NewMutex(openSession(t, direct), b))
+		ctx := embedtest.Context(t, time.Minute)
+		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+		holderB := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, direct), b))
 		type result struct {
 			ls  *etcdlock.Locks
 			err error
@@ -151,7 +153,7 @@ func TestAttackLockAllCutAtConfirm(t *testing.T) {
 			if err := etcdlock.Break(ctx, direct, a, st.Holder.Token); err != nil {
 				t.Fatal(err)
 			}
-			mustLock(t, etcdlock.NewMutex(openSession(t, direct), a))
+			mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, direct), a))
 		}
 		time.Sleep(3 * time.Second)
 		link.Restore()
@@ -195,12 +197,12 @@ func TestAttackLockAllExpiresAtConfirm(t *testing.T) { attackGrantsLockAllExpire
 func TestAttackLockAllExpiryCalledLockLost(t *testing.T) { attackGrantsLockAllExpires(t, true) }
 
 func attackGrantsLockAllExpires(t *testing.T, strict bool) {
-	cli := newClient(t, nil)
+	cli := shared.TestClient(t)
 	for i := 0; i < 10; i++ {
-		ctx := testCtx(t, 30*time.Second)
-		s := openSession(t, nil)
-		a, b := uniqueName(t), uniqueName(t)
-		holderB := mustLock(t, etcdlock.NewMutex(openSession(t, cli), b))
+		ctx := embedtest.Context(t, 30*time.Second)
+		s := locktest.OpenSession(t, shared.TestClient(t))
+		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+		holderB := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), b))
 		res := make(chan error, 1)
 		go func() {
 			ls, err := etcdlock.LockAll(ctx, s, a, b)

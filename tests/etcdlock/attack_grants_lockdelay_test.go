@@ -3,13 +3,15 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -17,7 +19,7 @@ import (
 // delay and returns the holder session.
 func attackGrantsHolder(t *testing.T, name string, delay time.Duration) *etcdlock.Session {
 	t.Helper()
-	holder := openSession(t, nil, etcdlock.WithLockDelay(delay))
+	holder := locktest.OpenSession(t, shared.TestClient(t), etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
 	return holder
 }
@@ -31,11 +33,11 @@ func attackGrantsHolder(t *testing.T, name string, delay time.Duration) *etcdloc
 func TestAttackLockDelayLostOnWaiterClose(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
 	holder := attackGrantsHolder(t, name, delay)
-	ctx := testCtx(t, 30*time.Second)
-	first := openSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
+	first := locktest.OpenSession(t, cli)
 	setHook(t, func(p testhook.Point, err error) error {
 		if p == testhook.HoldOff {
 			go func() { _ = first.Close() }() // it leaves during the delay
@@ -48,7 +50,7 @@ func TestAttackLockDelayLostOnWaiterClose(t *testing.T) {
 		left <- err
 	}()
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+	got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, 2)
 	start := time.Now()
 	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
 		t.Fatal(err)
@@ -76,14 +78,14 @@ func TestAttackLockDelayLostOnWaiterClose(t *testing.T) {
 func TestAttackLockDelayChain(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 3 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
 	holder := attackGrantsHolder(t, name, delay)
-	ctx := testCtx(t, 40*time.Second)
+	ctx := embedtest.Context(t, 40*time.Second)
 	const leavers = 3
 	left := make(chan error, leavers)
 	for i := 0; i < leavers; i++ {
-		s := openSession(t, cli, etcdlock.WithLockDelay(time.Duration(i+1)*time.Second))
+		s := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(time.Duration(i+1)*time.Second))
 		lctx, leave := context.WithCancel(ctx)
 		t.Cleanup(leave)
 		setHook(t, func(p testhook.Point, err error) error {
@@ -99,7 +101,7 @@ func TestAttackLockDelayChain(t *testing.T) {
 		}()
 		waitFor(t, 10*time.Second, "a waiter", func() bool { return len(keysUnder(t, cli, name)) == i+2 })
 	}
-	got := lockBehind(t, ctx, openSession(t, cli), name, leavers+1)
+	got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, leavers+1)
 	start := time.Now()
 	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
 		t.Fatal(err)
@@ -137,14 +139,14 @@ func TestAttackLockDelayChain(t *testing.T) {
 func TestAttackLockDelayReadersLeaveInTurn(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 3 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 40*time.Second)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 40*time.Second)
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	if _, err := etcdlock.NewRWMutex(holder, name).Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r1, r2, w2 := openSession(t, cli), openSession(t, cli), openSession(t, cli)
+	r1, r2, w2 := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	r1ctx, leave1 := context.WithCancel(ctx)
 	r2ctx, leave2 := context.WithCancel(ctx)
 	t.Cleanup(func() { leave1(); leave2() })
@@ -197,12 +199,12 @@ func checkDelayed(t *testing.T, who string, d, delay time.Duration) {
 func TestAttackLockDelayMutexPassMissed(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 3 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 40*time.Second)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 40*time.Second)
 	holder := attackGrantsHolder(t, name, delay)
 	var bHolding, cLeft, once atomic.Bool
-	b, c, d := openSession(t, cli), openSession(t, cli), openSession(t, cli)
+	b, c, d := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	bctx, leaveB := context.WithCancel(ctx)
 	cctx, leaveC := context.WithCancel(ctx)
 	t.Cleanup(leaveB)
@@ -264,12 +266,12 @@ func TestAttackLockDelayPassOverCutPath(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 4 * time.Second
 	c := embedtest.Start(t)
-	cli := newClient(t, c)
+	cli := c.TestClient(t)
 	for _, hold := range []bool{false, true} {
-		name := uniqueName(t)
-		holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+		name := embedtest.UniqueName(t, "test")
+		holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 		mustLock(t, etcdlock.NewMutex(holder, name))
-		ctx := testCtx(t, 40*time.Second)
+		ctx := embedtest.Context(t, 40*time.Second)
 		first, link := cutSession(t, c, 20*time.Second)
 		firstCtx, leave := context.WithCancel(ctx)
 		setHook(t, func(p testhook.Point, err error) error {
@@ -289,7 +291,7 @@ func TestAttackLockDelayPassOverCutPath(t *testing.T) {
 			left <- err
 		}()
 		waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-		got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+		got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, 2)
 		start := time.Now()
 		if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
 			t.Fatal(err)
@@ -320,12 +322,12 @@ func TestAttackLockDelayPassOverCutPath(t *testing.T) {
 // waiter is granted at once, not 4 s after a clean release.
 func TestAttackLockDelayUnweighedPassAfterUnlock(t *testing.T) {
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	l := mustLock(t, etcdlock.NewMutex(holder, name))
-	ctx := testCtx(t, 30*time.Second)
-	first := openSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
+	first := locktest.OpenSession(t, cli)
 	firstCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	var released atomic.Bool
@@ -342,7 +344,7 @@ func TestAttackLockDelayUnweighedPassAfterUnlock(t *testing.T) {
 		left <- err
 	}()
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+	got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, 2)
 	released.Store(true)
 	start := time.Now()
 	if err := l.Unlock(ctx); err != nil {
@@ -369,11 +371,11 @@ func TestAttackLockDelayUnweighedPassAfterUnlock(t *testing.T) {
 func TestAttackLockDelayLostOnWaiterExpiry(t *testing.T) {
 	t.Parallel() // its own names, sessions and links; mostly waits out delays
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
 	holder := attackGrantsHolder(t, name, delay)
-	ctx := testCtx(t, 30*time.Second)
-	first := openSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
+	first := locktest.OpenSession(t, cli)
 	setHook(t, func(p testhook.Point, err error) error {
 		if p == testhook.HoldOff {
 			go testhook.Expire(first, etcdlock.ErrSessionExpired, "attackGrants")
@@ -386,7 +388,7 @@ func TestAttackLockDelayLostOnWaiterExpiry(t *testing.T) {
 		left <- err
 	}()
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+	got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, 2)
 	start := time.Now()
 	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
 		t.Fatal(err)

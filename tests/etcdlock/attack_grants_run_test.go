@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -26,7 +28,7 @@ var attackGrantsRunKinds = []struct {
 // attackGrantsNoKeys waits up to d for name to have no keys.
 func attackGrantsNoKeys(t *testing.T, name string, d time.Duration) {
 	t.Helper()
-	cli := newClient(t, nil)
+	cli := shared.TestClient(t)
 	waitFor(t, d, "no key under "+name, func() bool { return len(keysUnder(t, cli, name)) == 0 })
 }
 
@@ -55,9 +57,9 @@ func runRecovering(f func()) (rec any, goexit bool) {
 func TestAttackRunGoexit(t *testing.T) {
 	for _, k := range attackGrantsRunKinds {
 		t.Run(k.name, func(t *testing.T) {
-			name := uniqueName(t)
-			s := openSession(t, nil)
-			ctx := testCtx(t, 30*time.Second)
+			name := embedtest.UniqueName(t, "test")
+			s := locktest.OpenSession(t, shared.TestClient(t))
+			ctx := embedtest.Context(t, 30*time.Second)
 			_, goexit := runRecovering(func() {
 				_ = k.run(ctx, s, name, func(context.Context) { runtime.Goexit() })
 			})
@@ -76,9 +78,9 @@ func TestAttackRunNestedPanic(t *testing.T) {
 	for _, outer := range attackGrantsRunKinds {
 		for _, inner := range attackGrantsRunKinds {
 			t.Run(outer.name+"/"+inner.name, func(t *testing.T) {
-				a, b := uniqueName(t), uniqueName(t)
-				s := openSession(t, nil)
-				ctx := testCtx(t, 30*time.Second)
+				a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+				s := locktest.OpenSession(t, shared.TestClient(t))
+				ctx := embedtest.Context(t, 30*time.Second)
 				rec, _ := runRecovering(func() {
 					_ = outer.run(ctx, s, a, func(ctx context.Context) {
 						_ = inner.run(ctx, s, b, func(context.Context) { panic("inner") })
@@ -89,7 +91,7 @@ func TestAttackRunNestedPanic(t *testing.T) {
 				}
 				attackGrantsNoKeys(t, a, time.Second)
 				attackGrantsNoKeys(t, b, time.Second)
-				if _, err := etcdlock.NewMutex(openSession(t, nil), uniqueName(t)).TryLock(ctx); err != nil {
+				if _, err := etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), embedtest.UniqueName(t, "test")).TryLock(ctx); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -105,10 +107,10 @@ func TestAttackRunPanicAfterLoss(t *testing.T) {
 	for _, k := range attackGrantsRunKinds {
 		for _, expire := range []bool{false, true} {
 			t.Run(k.name, func(t *testing.T) {
-				name := uniqueName(t)
-				s := openSession(t, nil)
-				cli := newClient(t, nil)
-				ctx := testCtx(t, 30*time.Second)
+				name := embedtest.UniqueName(t, "test")
+				s := locktest.OpenSession(t, shared.TestClient(t))
+				cli := shared.TestClient(t)
+				ctx := embedtest.Context(t, 30*time.Second)
 				calls := 0
 				rec, _ := runRecovering(func() {
 					_ = k.run(ctx, s, name, func(fctx context.Context) {
@@ -145,10 +147,10 @@ func TestAttackRunPanicAfterLoss(t *testing.T) {
 func TestAttackRunPanicOnReplacement(t *testing.T) {
 	for _, k := range attackGrantsRunKinds {
 		t.Run(k.name, func(t *testing.T) {
-			name := uniqueName(t)
-			s := openSession(t, nil)
-			cli := newClient(t, nil)
-			ctx := testCtx(t, 30*time.Second)
+			name := embedtest.UniqueName(t, "test")
+			s := locktest.OpenSession(t, shared.TestClient(t))
+			cli := shared.TestClient(t)
+			ctx := embedtest.Context(t, 30*time.Second)
 			calls := 0
 			rec, _ := runRecovering(func() {
 				_ = k.run(ctx, s, name, func(fctx context.Context) {

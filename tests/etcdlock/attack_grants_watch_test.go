@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -18,7 +19,7 @@ import (
 func TestAttackMonitorBlackHoled(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
-	direct := newClient(t, c)
+	direct := c.TestClient(t)
 	// Cut as the monitor opens and once it runs; more moments with
 	// ETCDLOCK_BLACKHOLE_ROUNDS > 1 (CI's time is short).
 	afters := []time.Duration{0, 300 * time.Millisecond}
@@ -26,8 +27,8 @@ func TestAttackMonitorBlackHoled(t *testing.T) {
 		afters = []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
 	}
 	for _, after := range afters {
-		name := uniqueName(t)
-		ctx := testCtx(t, 2*setupBound)
+		name := embedtest.UniqueName(t, "test")
+		ctx := embedtest.Context(t, 2*setupBound)
 		link := cc.pinnedLink(t)
 		l, err := etcdlock.NewMutex(cc.s, name).Lock(ctx)
 		if err != nil {
@@ -82,8 +83,8 @@ func TestAttackIsolatedLeader(t *testing.T) {
 			cc.pinnedLink(t)
 			leader := waitLeader(t, c)
 			other := attackGrantsOtherClient(t, c, leader)
-			name := uniqueName(t)
-			ctx := testCtx(t, 2*setupBound)
+			name := embedtest.UniqueName(t, "test")
+			ctx := embedtest.Context(t, 2*setupBound)
 			var heard <-chan struct{}
 			var act func()
 			switch what {
@@ -100,7 +101,7 @@ func TestAttackIsolatedLeader(t *testing.T) {
 					}
 				}
 			case "waiter":
-				hl := mustLock(t, etcdlock.NewMutex(openSession(t, other), name))
+				hl := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, other), name))
 				granted := make(chan struct{})
 				go func() {
 					if _, err := etcdlock.NewMutex(cc.s, name).Lock(ctx); err != nil {
@@ -141,11 +142,11 @@ func TestAttackBlackHoledWithLockDelay(t *testing.T) {
 	const delay = 2 * time.Second
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
-	direct := newClient(t, c)
+	direct := c.TestClient(t)
 	for round := range blackHoleRounds(t) {
-		name := uniqueName(t)
-		ctx := testCtx(t, 2*setupBound)
-		hs := openSession(t, direct, etcdlock.WithLockDelay(delay))
+		name := embedtest.UniqueName(t, "test")
+		ctx := embedtest.Context(t, 2*setupBound)
+		hs := locktest.OpenSession(t, direct, etcdlock.WithLockDelay(delay))
 		holder, err := etcdlock.NewMutex(hs, name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)

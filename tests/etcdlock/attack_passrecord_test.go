@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -20,9 +21,9 @@ import (
 // scan of the keys ahead for each key it watched) on every grant.
 func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 	const n = 12000
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*time.Minute)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*time.Minute)
 	lease, err := cli.Grant(ctx, 120)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := openSession(t, nil)
+	s := locktest.OpenSession(t, shared.TestClient(t))
 	hooks := countHooks(t, s)
 	got := make(chan time.Time, 1)
 	go func() {
@@ -73,13 +74,13 @@ func TestAttackPassRecordRBACOneName(t *testing.T) {
 	const delay = 3 * time.Second
 	sc := startSecure(t)
 	name := "one/job"
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	pw := oneNameUser(t, ctx, sc, name)
-	holder := openSession(t, sc.clientAs(t, "olga", pw), etcdlock.WithLockDelay(delay))
+	holder := locktest.OpenSession(t, sc.clientAs(t, "olga", pw), etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
 	left := firstWaiterLeavesDuringDelay(t, ctx, sc.clientAs(t, "olga", pw), name)
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, sc.root, name)) == 2 })
-	second := openSession(t, sc.clientAs(t, "olga", pw))
+	second := locktest.OpenSession(t, sc.clientAs(t, "olga", pw))
 	enqueued, resume := make(chan struct{}), make(chan struct{})
 	setHook(t, func(p testhook.Point, err error) error {
 		if p == testhook.Enqueued {
@@ -157,7 +158,7 @@ func mustBarrierPrefix(t *testing.T, name string) string {
 // sends one Grant (its pass record's lease).
 func TestAttackPassRecordWaitedGrantCost(t *testing.T) {
 	c := embedtest.Start(t)
-	cli := newClient(t, c)
+	cli := c.TestClient(t)
 	calls := func() (grants, reads int64) {
 		for _, m := range c.Members() {
 			grants += m.Calls("/etcdserverpb.Lease/LeaseGrant")
@@ -165,9 +166,9 @@ func TestAttackPassRecordWaitedGrantCost(t *testing.T) {
 		}
 		return grants, reads
 	}
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	holder, waiter := openSession(t, cli), openSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	holder, waiter := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	l := mustLock(t, etcdlock.NewMutex(holder, name))
 	hooks := countHooks(t, waiter)
 	got := lockInBackground(t, ctx, waiter, name)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -28,13 +30,13 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 		{"TryLock", func(ctx context.Context, m *etcdlock.Mutex) error { _, err := m.TryLock(ctx); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli := newClient(t, nil)
-			s := openSession(t, cli)
-			name := uniqueName(t)
+			cli := shared.TestClient(t)
+			s := locktest.OpenSession(t, cli)
+			name := embedtest.UniqueName(t, "test")
 			dir := testhook.NamePrefix(name)
 			key := testhook.WaiterKey(dir, testhook.TagMutex, s.Lease(), 0)
 			lateCopy := testhook.BarrierGuard(s, dir) // what every write of this call compares
-			ctx := testCtx(t, 30*time.Second)
+			ctx := embedtest.Context(t, 30*time.Second)
 			var losing atomic.Bool
 			losing.Store(true)
 			reaped := make(chan struct{})
@@ -100,11 +102,11 @@ func deliverLateCreate(t *testing.T, ctx context.Context, cli *clientv3.Client, 
 // TestBarrierRecreated: a barrier deleted by someone else is re-created by the
 // next write that finds it gone, and locks go on working.
 func TestBarrierRecreated(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
 	dir := testhook.NamePrefix(name)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	if err := testhook.RaiseBarrier(ctx, s, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +130,10 @@ func TestBarrierRecreated(t *testing.T) {
 // TestFailedAcquireLeavesNoKey: a Lock whose ctx ran out while it waited, and
 // one refused for another kind, remove their keys before they return.
 func TestFailedAcquireLeavesNoKey(t *testing.T) {
-	cli := newClient(t, nil)
-	holder := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	holder := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	l := mustLock(t, etcdlock.NewMutex(holder, name))
 	want := []string{l.Key()}
 	for _, tc := range []struct {
@@ -155,7 +157,7 @@ func TestFailedAcquireLeavesNoKey(t *testing.T) {
 		}, etcdlock.ErrKindMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openSession(t, cli)
+			s := locktest.OpenSession(t, cli)
 			if err := tc.acquire(s); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("got %v, want %v", err, tc.wantErr)
 			}
@@ -171,10 +173,10 @@ func TestFailedAcquireLeavesNoKey(t *testing.T) {
 // outcome) can never overwrite a later value; after such an outcome the next
 // Proclaim still succeeds.
 func TestProclaimRefusesLateCopy(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	e := etcdlock.NewElection(s, name)
 	l, err := e.Campaign(ctx, "v1")
 	if err != nil {

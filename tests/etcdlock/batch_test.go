@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -71,18 +72,18 @@ func (g *batchGate) sizes() []int {
 // sake; the batcher splits it, so the others are granted and only that one
 // fails (ErrSessionExpired), and the others' sessions live on.
 func TestBatchAnswersEachMember(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	a, b, c := openSession(t, cli), openSession(t, cli), openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	a, b, c := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	g := holdFirstBatch(t, a)
-	first := lockAsync(ctx, etcdlock.NewMutex(a, uniqueName(t)))
+	first := lockAsync(ctx, etcdlock.NewMutex(a, embedtest.UniqueName(t, "test")))
 	g.await(t, 0)
 	if _, err := cli.Revoke(ctx, b.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	ra := lockAsync(ctx, etcdlock.NewMutex(a, uniqueName(t)))
-	rb := lockAsync(ctx, etcdlock.NewMutex(b, uniqueName(t)))
-	rc := lockAsync(ctx, etcdlock.NewMutex(c, uniqueName(t)))
+	ra := lockAsync(ctx, etcdlock.NewMutex(a, embedtest.UniqueName(t, "test")))
+	rb := lockAsync(ctx, etcdlock.NewMutex(b, embedtest.UniqueName(t, "test")))
+	rc := lockAsync(ctx, etcdlock.NewMutex(c, embedtest.UniqueName(t, "test")))
 	g.await(t, 3)
 	g.open()
 	for _, r := range []<-chan lockResult{first, ra, rc} {
@@ -106,7 +107,7 @@ func TestBatchAnswersEachMember(t *testing.T) {
 // answered.
 func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
 	const n = 12
-	s := sendOversizedBatch(t, n, func(t *testing.T, _ int) string { return uniqueName(t) }, embedtest.WithMaxTxnOps(8))
+	s := sendOversizedBatch(t, n, func(t *testing.T, _ int) string { return embedtest.UniqueName(t, "test") }, embedtest.WithMaxTxnOps(8))
 	if ops, _ := testhook.BatchLimits(s); ops >= n {
 		t.Fatalf("max writes per batch %d after a refusal of %d", ops, n)
 	}
@@ -118,11 +119,11 @@ func TestBatchSplitsPastMaxTxnOps(t *testing.T) {
 // and returns the session.
 func sendOversizedBatch(t *testing.T, n int, name func(t *testing.T, i int) string, opts ...embedtest.Option) *etcdlock.Session {
 	t.Helper()
-	cli := newClient(t, embedtest.Start(t, append([]embedtest.Option{embedtest.WithMembers(1)}, opts...)...))
-	ctx := testCtx(t, 60*time.Second)
-	s := openSession(t, cli)
+	cli := embedtest.Start(t, append([]embedtest.Option{embedtest.WithMembers(1)}, opts...)...).TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	s := locktest.OpenSession(t, cli)
 	g := holdFirstBatch(t, s)
-	first := lockAsync(ctx, etcdlock.NewMutex(s, uniqueName(t)))
+	first := lockAsync(ctx, etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")))
 	g.await(t, 0)
 	rs := make([]<-chan lockResult, n)
 	for i := range rs {
@@ -146,17 +147,17 @@ func sendOversizedBatch(t *testing.T, n int, name func(t *testing.T, i int) stri
 // in flight, two enqueues of one name wait: one for the next batch, the
 // other goes alone. They get distinct tokens and never hold at once.
 func TestBatchNeverTwoOfOneName(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	a, b := openSession(t, cli), openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	a, b := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	g := holdFirstBatch(t, a)
-	first := lockAsync(ctx, etcdlock.NewMutex(a, uniqueName(t)))
+	first := lockAsync(ctx, etcdlock.NewMutex(a, embedtest.UniqueName(t, "test")))
 	g.await(t, 0)
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	ra := lockAsync(ctx, etcdlock.NewMutex(a, name))
 	g.await(t, 1)
 	rb := lockAsync(ctx, etcdlock.NewMutex(b, name))
-	other := lockAsync(ctx, etcdlock.NewMutex(b, uniqueName(t)))
+	other := lockAsync(ctx, etcdlock.NewMutex(b, embedtest.UniqueName(t, "test")))
 	g.await(t, 2)
 	g.open()
 	for _, r := range []<-chan lockResult{first, other} {
@@ -224,7 +225,7 @@ func (g *batchGate) checkOnePerQueue(t *testing.T) {
 func TestBatchSplitsPastRequestSize(t *testing.T) {
 	// Each write is a few hundred bytes: about 10 KiB in all.
 	s := sendOversizedBatch(t, 40, func(t *testing.T, i int) string {
-		return fmt.Sprintf("%s/%02d-%s", uniqueName(t), i, strings.Repeat("x", 60))
+		return fmt.Sprintf("%s/%02d-%s", embedtest.UniqueName(t, "test"), i, strings.Repeat("x", 60))
 	}, embedtest.WithMaxRequestBytes(4096))
 	if _, bytes := testhook.BatchLimits(s); bytes >= testhook.BatchBytes {
 		t.Fatalf("max bytes per batch %d after a refusal as too large", bytes)
@@ -237,16 +238,16 @@ func TestBatchSplitsPastRequestSize(t *testing.T) {
 // holder's Unlock waits for the next batch, and another session's Lock of
 // the name goes alone; the Lock is then granted after the release.
 func TestBatchReleaseAndEnqueueApart(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	a, b := openSession(t, cli), openSession(t, cli)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	a, b := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
 	held, err := etcdlock.NewMutex(a, name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := holdFirstBatch(t, a)
-	first := lockAsync(ctx, etcdlock.NewMutex(a, uniqueName(t)))
+	first := lockAsync(ctx, etcdlock.NewMutex(a, embedtest.UniqueName(t, "test")))
 	g.await(t, 0)
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- held.Unlock(ctx) }()

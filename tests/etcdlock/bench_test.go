@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -16,8 +18,8 @@ import (
 // that talk to etcd the figures include the three embedded servers' work.
 
 func BenchmarkMutexLockUnlock(b *testing.B) {
-	s := openSession(b, nil)
-	m := etcdlock.NewMutex(s, uniqueName(b))
+	s := locktest.OpenSession(b, shared.TestClient(b))
+	m := etcdlock.NewMutex(s, embedtest.UniqueName(b, "test"))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -34,13 +36,13 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 // BenchmarkEtcdMutexLockUnlock is the same loop with etcd's own
 // concurrency.Mutex, for comparison in the same run.
 func BenchmarkEtcdMutexLockUnlock(b *testing.B) {
-	cli := newClient(b, nil)
+	cli := shared.TestClient(b)
 	s, err := concurrency.NewSession(cli)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
-	m := concurrency.NewMutex(s, "/bench-etcd/"+uniqueName(b))
+	m := concurrency.NewMutex(s, "/bench-etcd/"+embedtest.UniqueName(b, "test"))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -54,10 +56,10 @@ func BenchmarkEtcdMutexLockUnlock(b *testing.B) {
 }
 
 func BenchmarkTryLockHeld(b *testing.B) {
-	name := uniqueName(b)
-	holder := mustLock(b, etcdlock.NewMutex(openSession(b, nil), name))
+	name := embedtest.UniqueName(b, "test")
+	holder := mustLock(b, etcdlock.NewMutex(locktest.OpenSession(b, shared.TestClient(b)), name))
 	defer holder.Unlock(context.Background())
-	m := etcdlock.NewMutex(openSession(b, nil), name)
+	m := etcdlock.NewMutex(locktest.OpenSession(b, shared.TestClient(b)), name)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -68,9 +70,9 @@ func BenchmarkTryLockHeld(b *testing.B) {
 }
 
 func BenchmarkDescribe(b *testing.B) {
-	cli := newClient(b, nil)
-	name := uniqueName(b)
-	l := mustLock(b, etcdlock.NewMutex(openSession(b, cli), name))
+	cli := shared.TestClient(b)
+	name := embedtest.UniqueName(b, "test")
+	l := mustLock(b, etcdlock.NewMutex(locktest.OpenSession(b, cli), name))
 	defer l.Unlock(context.Background())
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -82,7 +84,7 @@ func BenchmarkDescribe(b *testing.B) {
 }
 
 func BenchmarkSessionOpenClose(b *testing.B) {
-	cli := newClient(b, nil)
+	cli := shared.TestClient(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

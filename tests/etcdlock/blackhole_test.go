@@ -29,6 +29,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -101,8 +102,8 @@ func TestWaiterBlackHoledAtStart(t *testing.T) {
 	// No own-key monitor: its watch would wait for the keeper too, and its
 	// ConnWait, if first, would start the round's hold before the waiter's.
 	testhook.SetMonitorDelay(cc.s, time.Hour)
-	direct := newClient(t, c)
-	hs := openSession(t, direct)
+	direct := c.TestClient(t)
+	hs := locktest.OpenSession(t, direct)
 	runRounds(t, "grant", func() (time.Duration, bool) { return waiterRound(t, cc, hs) })
 }
 
@@ -141,8 +142,8 @@ func runRounds(t *testing.T, what string, round func() (time.Duration, bool)) {
 // watch opens there.
 func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Duration, bool) {
 	t.Helper()
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*setupBound)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*setupBound)
 	holder, err := etcdlock.NewMutex(hs, name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +205,8 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 func TestObserveBlackHoledAtStart(t *testing.T) {
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
-	direct := newClient(t, c)
-	sa, sb := openSession(t, direct), openSession(t, direct)
+	direct := c.TestClient(t)
+	sa, sb := locktest.OpenSession(t, direct), locktest.OpenSession(t, direct)
 	runRounds(t, "new leader", func() (time.Duration, bool) { return observeRound(t, cc, sa, sb, direct) })
 }
 
@@ -224,8 +225,8 @@ func TestObserveBlackHoledAtStart(t *testing.T) {
 // the leader resigns.
 func observeRound(t *testing.T, cc *cutClient, sa, sb *etcdlock.Session, direct *clientv3.Client) (time.Duration, bool) {
 	t.Helper()
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*setupBound)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*setupBound)
 	a, err := etcdlock.NewElection(sa, name).Campaign(ctx, "a")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestBreak: Break deletes exactly the grant of the token it is given: the
@@ -14,10 +16,10 @@ import (
 // second Break of that token, and a Break of a waiter's token, fail with
 // ErrNotHeld and change nothing.
 func TestBreak(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	name := uniqueName(t)
-	a, b := openSession(t, cli), openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	a, b := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	held, err := etcdlock.NewMutex(a, name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +56,10 @@ func TestBreak(t *testing.T) {
 // TestBreakBadInput: bad arguments get an error wrapping the sentinel and
 // delete nothing.
 func TestBreakBadInput(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	l, err := etcdlock.NewMutex(openSession(t, cli), name).Lock(ctx)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli), name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

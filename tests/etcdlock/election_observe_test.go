@@ -8,17 +8,18 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestObserveAcrossCompactionAndLeaderCrash(t *testing.T) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
-	cli := newClient(t, c)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
-	s := openSession(t, cli)
-	seen := etcdlock.NewElection(openSession(t, newClient(t, c)), name).Observe(ctx)
+	cli := c.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
+	s := locktest.OpenSession(t, cli)
+	seen := etcdlock.NewElection(locktest.OpenSession(t, c.TestClient(t)), name).Observe(ctx)
 	if v := <-seen; v != (etcdlock.LeaderInfo{}) {
 		t.Fatalf("first value %+v, want no leader", v)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -38,7 +40,7 @@ func startReplicas(t *testing.T, ctx context.Context, name string, n int) *repli
 	t.Helper()
 	rs := &replicaSet{leading: make(chan etcdlock.Token, 100), replicas: make([]*replica, n)}
 	for i := range rs.replicas {
-		r := &replica{s: openSession(t, newClient(t, nil)), done: make(chan error, 1)}
+		r := &replica{s: locktest.OpenSession(t, shared.TestClient(t)), done: make(chan error, 1)}
 		rs.replicas[i] = r
 		rctx, cancel := context.WithCancel(ctx)
 		r.cancel = cancel
@@ -113,11 +115,11 @@ func (rs *replicaSet) stopAll(t *testing.T, stopped *replica) {
 }
 
 func TestRunThreeReplicas(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*time.Minute)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*time.Minute)
 	rs := startReplicas(t, ctx, name, 3)
-	e := etcdlock.NewElection(openSession(t, cli), name)
+	e := etcdlock.NewElection(locktest.OpenSession(t, cli), name)
 	leaderOf := func(tok etcdlock.Token) etcdlock.LeaderInfo {
 		t.Helper()
 		info, err := e.Leader(ctx)
@@ -170,9 +172,9 @@ func TestRunThreeReplicas(t *testing.T) {
 }
 
 func TestRunReturnsLeadError(t *testing.T) {
-	s := openSession(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	boom := errors.New("boom")
 	if err := etcdlock.NewElection(s, name).Run(ctx, "v", func(context.Context) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("Run: %v, want lead's error", err)
@@ -189,10 +191,10 @@ func TestRunReturnsLeadError(t *testing.T) {
 }
 
 func TestRunReplacesLostSession(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 	terms := make(chan *etcdlock.Leadership, 4)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -230,10 +232,10 @@ func TestRunReplacesLostSession(t *testing.T) {
 // even while Run leads on a replacement session (the caller's own one was
 // lost before, so its Err stays ErrSessionExpired).
 func TestRunReturnsWhenCallerClosesAfterReplacement(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 	terms := make(chan *etcdlock.Leadership, 4)
 	done := make(chan error, 1)
 	go func() {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,7 +19,7 @@ import (
 func campaignInOrder(t *testing.T, cli *clientv3.Client, name string, ss []*etcdlock.Session) <-chan *etcdlock.Leadership {
 	t.Helper()
 	won := make(chan *etcdlock.Leadership, len(ss))
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	for i, s := range ss {
@@ -39,11 +41,11 @@ func campaignInOrder(t *testing.T, cli *clientv3.Client, name string, ss []*etcd
 }
 
 func TestElectionFollowsCampaignOrder(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ss := []*etcdlock.Session{openSession(t, cli), openSession(t, cli), openSession(t, cli)}
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ss := []*etcdlock.Session{locktest.OpenSession(t, cli), locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)}
 	won := campaignInOrder(t, cli, name, ss)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	var last etcdlock.Token
 	for i := range ss {
 		l := <-won
@@ -77,11 +79,11 @@ func TestElectionFollowsCampaignOrder(t *testing.T) {
 }
 
 func TestLeaderSessionRevoked(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	s1, s2 := openSession(t, cli), openSession(t, newClient(t, nil))
-	observer := openSession(t, newClient(t, nil))
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	s1, s2 := locktest.OpenSession(t, cli), locktest.OpenSession(t, shared.TestClient(t))
+	observer := locktest.OpenSession(t, shared.TestClient(t))
+	ctx := embedtest.Context(t, time.Minute)
 	won := campaignInOrder(t, cli, name, []*etcdlock.Session{s1, s2})
 	first := <-won
 	octx, stop := context.WithCancel(ctx)
@@ -117,14 +119,14 @@ func TestLeaderSessionRevoked(t *testing.T) {
 }
 
 func TestCampaignPhantomLeaderGuard(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	leader, err := etcdlock.NewElection(openSession(t, cli), name).Campaign(ctx, "a")
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	leader, err := etcdlock.NewElection(locktest.OpenSession(t, cli), name).Campaign(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openSession(t, cli)
+	s := locktest.OpenSession(t, cli)
 	errc := make(chan error, 1)
 	go func() {
 		l, err := etcdlock.NewElection(s, name).Campaign(ctx, "b")
@@ -155,15 +157,15 @@ func TestCampaignPhantomLeaderGuard(t *testing.T) {
 }
 
 func TestProclaimAndResignAfterLoss(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	s := locktest.OpenSession(t, cli)
 	l, err := etcdlock.NewElection(s, name).Campaign(ctx, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := etcdlock.NewElection(openSession(t, cli), name)
+	e := etcdlock.NewElection(locktest.OpenSession(t, cli), name)
 	if err := l.Proclaim(ctx, "v2"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +194,8 @@ func TestProclaimAndResignAfterLoss(t *testing.T) {
 }
 
 func TestElectionBadInput(t *testing.T) {
-	ctx := testCtx(t, 10*time.Second)
-	s := openSession(t, nil)
+	ctx := embedtest.Context(t, 10*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
 	for _, tc := range []struct {
 		name string
 		e    *etcdlock.Election
@@ -220,7 +222,7 @@ func TestElectionBadInput(t *testing.T) {
 	if err := etcdlock.NewElection(s, "x").Run(ctx, "v", nil); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("Run with nil lead: %v", err)
 	}
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	l := mustLock(t, etcdlock.NewMutex(s, name))
 	defer l.Unlock(ctx)
 	if _, err := etcdlock.NewElection(s, name).Campaign(ctx, "v"); !errors.Is(err, etcdlock.ErrKindMismatch) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,7 +29,7 @@ type endWatch struct {
 func watchEnds(t *testing.T, cli *clientv3.Client, name string) *endWatch {
 	t.Helper()
 	root := testhook.KeyRoot + testhook.EscapeName(name)
-	resp, err := cli.Get(testCtx(t, 10*time.Second), root, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), root, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +129,10 @@ func canceledWaiter(t *testing.T, ctx context.Context, cli *clientv3.Client, s *
 }
 
 func TestWhyAKeyWent(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, time.Minute)
-	s := openSession(t, cli)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, time.Minute)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
 	ew := watchEnds(t, cli, name)
 
 	l := mustLock(t, etcdlock.NewMutex(s, name))
@@ -149,7 +151,7 @@ func TestWhyAKeyWent(t *testing.T) {
 	}
 
 	holder := mustLock(t, etcdlock.NewMutex(s, name))
-	other := openSession(t, cli)
+	other := locktest.OpenSession(t, cli)
 	if how := ew.await(canceledWaiter(t, ctx, cli, other, name)); how != "released" {
 		t.Errorf("a canceled Lock's cleanup: %s, want released (left)", how)
 	}
@@ -188,7 +190,7 @@ func waitState(t *testing.T, cli *clientv3.Client, name, what string, cond func(
 	var st *etcdlock.LockState
 	waitFor(t, 30*time.Second, what, func() bool {
 		var err error
-		st, err = etcdlock.Describe(testCtx(t, 10*time.Second), cli, name)
+		st, err = etcdlock.Describe(embedtest.Context(t, 10*time.Second), cli, name)
 		return err == nil && cond(st)
 	})
 	return st

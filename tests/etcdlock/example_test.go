@@ -1,5 +1,9 @@
 package etcdlock_test
 
+// The examples of this file have compile-only copies in the library's
+// package (example_recipes_test.go at the root), so that its documentation
+// shows them: keep the two in step (TestExamplesInStep checks it).
+
 import (
 	"context"
 	"errors"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,7 +23,7 @@ import (
 
 func waitLeader(t *testing.T, c *embedtest.Cluster) *embedtest.Member {
 	t.Helper()
-	m, err := c.WaitLeader(testCtx(t, 30*time.Second))
+	m, err := c.WaitLeader(embedtest.Context(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +37,9 @@ func TestTwoOfFiveMembersDown(t *testing.T) {
 func testTwoOfFiveMembersDown(t *testing.T, opts ...etcdlock.SessionOption) {
 	c := embedtest.Start(t, embedtest.WithMembers(5))
 	leader := waitLeader(t, c)
-	cli := newClient(t, c)
-	s := openSession(t, cli, opts...)
-	name := uniqueName(t)
+	cli := c.TestClient(t)
+	s := locktest.OpenSession(t, cli, opts...)
+	name := embedtest.UniqueName(t, "test")
 	// Kill the leader and one follower: 3 of 5 still make a majority.
 	killed := 0
 	for _, m := range c.Members() {
@@ -53,7 +54,7 @@ func testTwoOfFiveMembersDown(t *testing.T, opts ...etcdlock.SessionOption) {
 		}
 	}
 	waitLeader(t, c)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	var last etcdlock.Token
 	for i := 0; i < 5; i++ {
 		l, err := etcdlock.NewMutex(s, name).Lock(ctx)
@@ -102,9 +103,9 @@ func testIsolatedMemberKeepsWaitersInOrder(t *testing.T, opts ...etcdlock.Sessio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { onVictim.Close() })
-	name := uniqueName(t)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, all, opts...), name))
-	waiters := []*etcdlock.Session{openSession(t, onVictim, opts...), openSession(t, onVictim, opts...)}
+	name := embedtest.UniqueName(t, "test")
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, all, opts...), name))
+	waiters := []*etcdlock.Session{locktest.OpenSession(t, onVictim, opts...), locktest.OpenSession(t, onVictim, opts...)}
 	const n = 4
 	order := grantOrder(t, all, name, waiters, n)
 	keysBefore := keysUnder(t, all, name)
@@ -113,7 +114,7 @@ func testIsolatedMemberKeepsWaitersInOrder(t *testing.T, opts ...etcdlock.Sessio
 		t.Fatal(err)
 	}
 	isolated := time.Now()
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	// While the waiters' member is cut off: release, write and compact, so
 	// the waiters' watches must resume past a compacted revision.
 	if err := holder.Unlock(ctx); err != nil {
@@ -148,17 +149,17 @@ func TestCutClientLosesSession(t *testing.T) {
 func testCutClientLosesSession(t *testing.T, opts ...etcdlock.SessionOption) {
 	c := embedtest.Start(t)
 	waitLeader(t, c)
-	all := newClient(t, c)
+	all := c.TestClient(t)
 	flaky, link, err := c.FlakyClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { flaky.Close() })
 	const ttl = 3 * time.Second
-	name := uniqueName(t)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, all, opts...), name))
-	s := openSession(t, flaky, append(opts, etcdlock.WithTTL(ttl))...)
-	ctx := testCtx(t, time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, all, opts...), name))
+	s := locktest.OpenSession(t, flaky, append(opts, etcdlock.WithTTL(ttl))...)
+	ctx := embedtest.Context(t, time.Minute)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := etcdlock.NewMutex(s, name).Lock(ctx)
@@ -200,9 +201,9 @@ func TestLeaderKilledWhileWaiting(t *testing.T) {
 func testLeaderKilledWhileWaiting(t *testing.T, opts ...etcdlock.SessionOption) {
 	c := embedtest.Start(t)
 	leader := waitLeader(t, c)
-	cli := newClient(t, c)
-	ss := []*etcdlock.Session{openSession(t, cli, opts...), openSession(t, newClient(t, c), opts...), openSession(t, newClient(t, c), opts...)}
-	name := uniqueName(t)
+	cli := c.TestClient(t)
+	ss := []*etcdlock.Session{locktest.OpenSession(t, cli, opts...), locktest.OpenSession(t, c.TestClient(t), opts...), locktest.OpenSession(t, c.TestClient(t), opts...)}
+	name := embedtest.UniqueName(t, "test")
 	holder := mustLock(t, etcdlock.NewMutex(ss[0], name))
 	const n = 6
 	order := grantOrder(t, cli, name, ss, n)
@@ -211,7 +212,7 @@ func testLeaderKilledWhileWaiting(t *testing.T, opts ...etcdlock.SessionOption) 
 	}
 	// Unlock at once, while the cluster has no leader: Unlock retries its
 	// delete through the election and reports success.
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatalf("unlock during the election: %v", err)
 	}
@@ -270,7 +271,7 @@ func TestKeepalivesFollowTheLeader(t *testing.T) {
 	})
 	var sessions []*etcdlock.Session
 	for i := 0; i < 10; i++ {
-		sessions = append(sessions, openSession(t, cli, etcdlock.WithTTL(5*time.Second)))
+		sessions = append(sessions, locktest.OpenSession(t, cli, etcdlock.WithTTL(5*time.Second)))
 	}
 	// Each session renews every TTL/3; look over a few rounds.
 	k0 := keepalives(c)
@@ -308,8 +309,8 @@ func TestKeepalivesFollowTheLeader(t *testing.T) {
 }
 
 func TestUnpinnedKeepalivesStillWork(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithLeaderPinning(false), etcdlock.WithTTL(3*time.Second))
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithLeaderPinning(false), etcdlock.WithTTL(3*time.Second))
 	v0 := s.ValidUntil()
 	waitFor(t, 5*time.Second, "an unpinned keepalive", func() bool { return s.ValidUntil().After(v0.Add(500 * time.Millisecond)) })
 	var wg sync.WaitGroup

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -21,33 +23,32 @@ func httpStatus(h http.Handler) int {
 }
 
 func TestSessionHealth(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithTTL(3*time.Second))
-	if code := httpStatus(etcdlock.SessionHealth(s, time.Second)); code != http.StatusOK {
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithTTL(3*time.Second))
+	if code := httpStatus(etcdlock.NewSessionHealth(s, time.Second)); code != http.StatusOK {
 		t.Fatalf("live session: %d", code)
 	}
-	if code := httpStatus(etcdlock.SessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(etcdlock.NewSessionHealth(s, 10*time.Second)); code != http.StatusServiceUnavailable {
 		t.Fatalf("headroom above the TTL: %d", code)
 	}
-	if _, err := cli.Revoke(testCtx(t, 10*time.Second), s.Lease()); err != nil {
+	if _, err := cli.Revoke(embedtest.Context(t, 10*time.Second), s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the session to notice", func() bool { return s.Err() != nil })
-	if code := httpStatus(etcdlock.SessionHealth(s, 0)); code != http.StatusServiceUnavailable {
+	if code := httpStatus(etcdlock.NewSessionHealth(s, 0)); code != http.StatusServiceUnavailable {
 		t.Fatalf("lost session: %d", code)
 	}
 }
 
 func TestLeaderHealth(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithTTL(2*time.Second))
-	h := etcdlock.NewLeaderHealth(0)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithTTL(2*time.Second))
+	e := etcdlock.NewElection(s, embedtest.UniqueName(t, "test"))
+	h := etcdlock.NewLeaderHealth(e, 0)
 	if code := httpStatus(h); code != http.StatusOK {
 		t.Fatalf("not leading: %d", code)
 	}
-	e := etcdlock.NewElection(s, uniqueName(t))
-	e.ReportHealth(h)
-	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	ctx, cancel := context.WithCancel(embedtest.Context(t, time.Minute))
 	leading := make(chan struct{})
 	unstick := make(chan struct{})
 	done := make(chan error, 1)
@@ -86,12 +87,11 @@ func TestLeaderHealth(t *testing.T) {
 // session lives on and the lead function ignores its context: the validity
 // clock alone still looks healthy then.
 func TestLeaderHealthAfterBreak(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithTTL(30*time.Second))
-	h := etcdlock.NewLeaderHealth(0)
-	e := etcdlock.NewElection(s, uniqueName(t))
-	e.ReportHealth(h)
-	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithTTL(30*time.Second))
+	e := etcdlock.NewElection(s, embedtest.UniqueName(t, "test"))
+	h := etcdlock.NewLeaderHealth(e, 0)
+	ctx, cancel := context.WithCancel(embedtest.Context(t, time.Minute))
 	defer cancel()
 	leading := make(chan *etcdlock.Leadership, 1)
 	unstick := make(chan struct{})
@@ -139,10 +139,10 @@ func TestLeaderHealthAfterBreak(t *testing.T) {
 // name, token, lease and identity.
 func TestStateChangesAreLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithLogger(zap.New(core)), etcdlock.WithIdentity("logger-test"))
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithLogger(zap.New(core)), etcdlock.WithIdentity("logger-test"))
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
 	l := mustLock(t, etcdlock.NewMutex(s, name))
 	lctx := l.Context()
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {

@@ -7,15 +7,17 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestHolderIdentity: holders that share one session show the identities
 // their contexts carry (the session's when none), for Lock, TryLock and
 // LockAll; a blank identity is ErrInvalidArgument.
 func TestHolderIdentity(t *testing.T) {
-	s := openSession(t, nil, etcdlock.WithIdentity("server"))
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t), etcdlock.WithIdentity("server"))
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	as := func(id string) context.Context {
 		c, err := etcdlock.WithHolderIdentity(ctx, id)
 		if err != nil {

@@ -9,16 +9,18 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestDescribeAndList(t *testing.T) {
-	cli := newClient(t, nil)
-	base := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	s1 := openSession(t, cli, etcdlock.WithIdentity("one"))
-	s2 := openSession(t, cli, etcdlock.WithIdentity("two"))
+	cli := shared.TestClient(t)
+	base := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	s1 := locktest.OpenSession(t, cli, etcdlock.WithIdentity("one"))
+	s2 := locktest.OpenSession(t, cli, etcdlock.WithIdentity("two"))
 	name := base + "/jobs/a"
 	holder := mustLock(t, etcdlock.NewMutex(s1, name))
 	got := make(chan *etcdlock.Lock, 1)
@@ -47,13 +49,13 @@ func TestDescribeAndList(t *testing.T) {
 }
 
 func TestListPages(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	base := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	base := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 	n := testhook.ListPage + 50
 	for i := 0; i < n; i++ {
-		key, err := newWaiterKey(testhook.NamePrefix(base+"/"+padded(i)), testhook.TagMutex, s.Lease())
+		key, err := testhook.NewWaiterKey(testhook.NamePrefix(base+"/"+padded(i)), testhook.TagMutex, s.Lease())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +142,9 @@ func checkEntries(t *testing.T, st *etcdlock.LockState, holder *etcdlock.Lock, s
 // TestDescribeEnqueuedAndSize: each entry tells when its key entered the
 // queue (the writing client's clock) and a semaphore's size.
 func TestDescribeEnqueuedAndSize(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	s := locktest.OpenSession(t, cli)
 	for _, tc := range []struct {
 		what string
 		size int
@@ -152,7 +154,7 @@ func TestDescribeEnqueuedAndSize(t *testing.T) {
 		{"semaphore", 3, func(name string) (*etcdlock.Lock, error) { return etcdlock.NewSemaphore(s, name, 3).Acquire(ctx) }},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "test")
 			before := time.Now().Truncate(time.Millisecond) // recorded in milliseconds
 			if _, err := tc.lock(name); err != nil {
 				t.Fatal(err)
@@ -172,10 +174,10 @@ func TestDescribeEnqueuedAndSize(t *testing.T) {
 // TestStateOfMatchesDescribe: StateOf over a name's keys, in any order,
 // is what Describe reads.
 func TestStateOfMatchesDescribe(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	sem := func() *etcdlock.Semaphore { return etcdlock.NewSemaphore(openSession(t, cli), name, 2) }
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	sem := func() *etcdlock.Semaphore { return etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 2) }
 	for i := 0; i < 2; i++ {
 		if _, err := sem().Acquire(ctx); err != nil {
 			t.Fatal(err)

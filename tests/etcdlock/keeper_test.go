@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -86,8 +87,8 @@ func TestSessionsSurviveBlackHoledLeader(t *testing.T) {
 		}
 		return true
 	})
-	ctx := testCtx(t, 30*time.Second)
-	l, err := etcdlock.NewMutex(sessions[0], uniqueName(t)).Lock(ctx)
+	ctx := embedtest.Context(t, 30*time.Second)
+	l, err := etcdlock.NewMutex(sessions[0], embedtest.UniqueName(t, "test")).Lock(ctx)
 	if err != nil {
 		t.Fatalf("lock with two paths black-holed: %v", err)
 	}
@@ -105,9 +106,9 @@ func TestWaiterFollowsKeeperOffBlackHoledPath(t *testing.T) {
 	clis, link := blackHoleClients(t, c, 1)
 	s, _ := keptSession(t, c, clis[0])
 	setMonitorDelay(t, time.Hour, s) // only the predecessor watch
-	name := uniqueName(t)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, newClient(t, c)), name))
-	ctx := testCtx(t, time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, c.TestClient(t)), name))
+	ctx := embedtest.Context(t, time.Minute)
 	hooks := countHooks(t, s)
 	granted := lockAndUnlock(ctx, etcdlock.NewMutex(s, name))
 	hooks.awaitWatchCreated(t, ctx)
@@ -154,9 +155,9 @@ func TestWatchMovesWithKeeperConn(t *testing.T) {
 		}
 		t.Cleanup(testhook.Lend(s, cli, conn, ep))
 	}
-	name := uniqueName(t)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, newClient(t, c)), name))
-	ctx := testCtx(t, 20*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, c.TestClient(t)), name))
+	ctx := embedtest.Context(t, 20*time.Second)
 	lendTo(link.Endpoints()[0])
 	hooks := countHooks(t, s)
 	granted := lockAndUnlock(ctx, etcdlock.NewMutex(s, name))
@@ -184,7 +185,7 @@ func TestLostSessionRevokedWhenPathReturns(t *testing.T) {
 	t.Cleanup(func() { _ = cli.Close() })
 	t.Cleanup(link.Restore)
 	s, _ := keptSession(t, c, cli, etcdlock.WithTTL(30*time.Second))
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	mustLock(t, etcdlock.NewMutex(s, name))
 	link.Cut()
 	testhook.Expire(s, etcdlock.ErrSessionExpired, etcdlock.ReasonValidityClock) // as when the clock runs out
@@ -192,9 +193,9 @@ func TestLostSessionRevokedWhenPathReturns(t *testing.T) {
 	time.Sleep(2 * testhook.RevokeAttempt)
 	link.Restore()
 	restored := time.Now()
-	direct := newClient(t, c)
+	direct := c.TestClient(t)
 	waitFor(t, 10*time.Second, "the lost session's lease revoked", func() bool {
-		resp, err := direct.TimeToLive(testCtx(t, 5*time.Second), s.Lease())
+		resp, err := direct.TimeToLive(embedtest.Context(t, 5*time.Second), s.Lease())
 		return err == nil && resp.TTL <= 0
 	})
 	if keys := keysUnder(t, direct, name); len(keys) != 0 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -21,17 +23,17 @@ func TestKindCheckSeesWholeQueue(t *testing.T) {
 		joinerSize int
 	}{
 		{"mutex holds, semaphore joins", func(s *etcdlock.Session, name string) (*etcdlock.Lock, error) {
-			return etcdlock.NewMutex(s, name).Lock(testCtx(t, 10*time.Second))
+			return etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, 10*time.Second))
 		}, "s5", 5},
 		{"semaphore of 1 holds, semaphore of 5 joins", func(s *etcdlock.Session, name string) (*etcdlock.Lock, error) {
-			return etcdlock.NewSemaphore(s, name, 1).Acquire(testCtx(t, 10*time.Second))
+			return etcdlock.NewSemaphore(s, name, 1).Acquire(embedtest.Context(t, 10*time.Second))
 		}, "s5", 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli := newClient(t, nil)
-			holderS, strayS, joinerS := openSession(t, cli), openSession(t, cli), openSession(t, cli)
-			name := uniqueName(t)
-			ctx := testCtx(t, 30*time.Second)
+			cli := shared.TestClient(t)
+			holderS, strayS, joinerS := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
+			name := embedtest.UniqueName(t, "test")
+			ctx := embedtest.Context(t, 30*time.Second)
 			if _, err := tc.holder(holderS, name); err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -46,12 +47,12 @@ func testLateEnqueue(t *testing.T, r recipe) {
 	fs := followersOf(c, leader)
 	p := newPaths(t, c, fs...)
 	late, other := p.links[0], p.links[1] // late reaches fs[0]
-	direct := newClient(t, c)
-	s1 := openSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("first"))
-	s2 := openSession(t, direct, etcdlock.WithIdentity("second"))
+	direct := c.TestClient(t)
+	s1 := locktest.OpenSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("first"))
+	s2 := locktest.OpenSession(t, direct, etcdlock.WithIdentity("second"))
 	t.Cleanup(p.restoreAll)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 
 	// The first attempt goes over late, cut just before (the first thing it
 	// holds back); the retry goes over the other path.

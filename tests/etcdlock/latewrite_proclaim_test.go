@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -26,12 +27,12 @@ func TestLateProclaimCannotOverwrite(t *testing.T) {
 	fs := followersOf(c, leader)
 	p := newPaths(t, c, fs...)
 	late := p.links[0] // late reaches fs[0]
-	direct := newClient(t, c)
-	ls := openSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("leader"))
-	observer := openSession(t, direct, etcdlock.WithIdentity("observer"))
+	direct := c.TestClient(t)
+	ls := locktest.OpenSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("leader"))
+	observer := locktest.OpenSession(t, direct, etcdlock.WithIdentity("observer"))
 	t.Cleanup(p.restoreAll)
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*time.Minute)
 
 	l, err := etcdlock.NewElection(ls, name).Campaign(ctx, "v0")
 	if err != nil {

@@ -229,7 +229,7 @@ var (
 // mustAcquire acquires name with r on s or fails the test.
 func (r recipe) mustAcquire(t *testing.T, s *etcdlock.Session, name string) grant {
 	t.Helper()
-	g, err := r.acquire(testCtx(t, 30*time.Second), s, name)
+	g, err := r.acquire(embedtest.Context(t, 30*time.Second), s, name)
 	if err != nil {
 		t.Fatalf("%s %q: %v", r.what, name, err)
 	}
@@ -248,7 +248,7 @@ func (r recipe) reacquire(t *testing.T, s *etcdlock.Session, name, want string, 
 		if g.key == want || time.Now().After(deadline) {
 			return g, g.key == want
 		}
-		if err := g.release(testCtx(t, 10*time.Second)); err != nil {
+		if err := g.release(embedtest.Context(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
@@ -38,8 +39,8 @@ func (o *ackObserver) KeepaliveAcked(time.Duration, time.Duration) {
 func keptSession(t testing.TB, c *embedtest.Cluster, cli *clientv3.Client, opts ...etcdlock.SessionOption) (*etcdlock.Session, *embedtest.Member) {
 	t.Helper()
 	obs := &ackObserver{acked: make(chan struct{})}
-	s := openSession(t, cli, append(opts, etcdlock.WithObserver(obs))...)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, cli, append(opts, etcdlock.WithObserver(obs))...)
+	ctx := embedtest.Context(t, 30*time.Second)
 	select {
 	case <-obs.acked:
 	case <-ctx.Done():
@@ -70,17 +71,17 @@ func TestQueueWritesGoToLeader(t *testing.T) {
 		{"namespaced client", true, "team-ns/", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli := newClient(t, c)
+			cli := c.TestClient(t)
 			if tc.namespace != "" {
 				cli.KV = namespace.NewKV(cli.KV, tc.namespace)
 				cli.Watcher = namespace.NewWatcher(cli.Watcher, tc.namespace)
 			}
 			s, leader := keptSession(t, c, cli, etcdlock.WithLeaderPinning(tc.pinning))
-			ctx := testCtx(t, 30*time.Second)
+			ctx := embedtest.Context(t, 30*time.Second)
 			count := func() (onLeader, elsewhere int64) { return writesBy(c, leader) }
 			l0, e0 := count()
 			const cycles = 12
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "test")
 			for i := 0; i < cycles; i++ {
 				l, err := etcdlock.NewMutex(s, name).Lock(ctx)
 				if err != nil {
@@ -126,7 +127,7 @@ func writesBy(c *embedtest.Cluster, leader *embedtest.Member) (onLeader, elsewhe
 // namespace ns.
 func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster, ns, name string, l *etcdlock.Lock) {
 	t.Helper()
-	raw := newClient(t, c)
+	raw := c.TestClient(t)
 	resp, err := raw.Get(ctx, ns+testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster,
 // for a request that borrowed it before, and closes when that request is
 // done; after retirement nobody can borrow it.
 func TestStreamConnOutlivesBorrowers(t *testing.T) {
-	cli := newClient(t, nil)
+	cli := shared.TestClient(t)
 	conn, err := cli.Dial(cli.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestStreamConnOutlivesBorrowers(t *testing.T) {
 	if borrow() {
 		t.Fatal("borrowed a retired connection")
 	}
-	if _, err := kv.Get(testCtx(t, 10*time.Second), "any"); err != nil {
+	if _, err := kv.Get(embedtest.Context(t, 10*time.Second), "any"); err != nil {
 		t.Fatalf("a request that borrowed before the retirement failed: %v", err)
 	}
 	if st := conn.GetState(); st == connectivity.Shutdown {
@@ -169,9 +170,9 @@ func TestStreamConnOutlivesBorrowers(t *testing.T) {
 // runs on the leader's connection, which applies each release first.
 func TestWaiterWatchesOnLeader(t *testing.T) {
 	c := embedtest.Start(t)
-	s, leader := keptSession(t, c, newClient(t, c))
+	s, leader := keptSession(t, c, c.TestClient(t))
 	setMonitorDelay(t, time.Minute, s) // only the predecessor watch
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	watches := func() map[*embedtest.Member]int64 {
 		n := map[*embedtest.Member]int64{}
 		for _, m := range c.Members() {
@@ -179,7 +180,7 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 		}
 		return n
 	}
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	holder := mustLock(t, etcdlock.NewMutex(s, name))
 	before := watches()
 	hooks := countHooks(t, s)
@@ -205,8 +206,8 @@ func TestWaiterWatchesOnLeader(t *testing.T) {
 // (which may lead to a dead member until the keeper notices).
 func TestRetryLeavesLeaderConn(t *testing.T) {
 	c := embedtest.Start(t)
-	s, leader := keptSession(t, c, newClient(t, c))
-	ctx := testCtx(t, 30*time.Second)
+	s, leader := keptSession(t, c, c.TestClient(t))
+	ctx := embedtest.Context(t, 30*time.Second)
 	followerTxns := func() (n int64) {
 		for _, m := range c.Members() {
 			if m != leader {
@@ -229,7 +230,7 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 	const n = 12
 	for i := 0; i < n; i++ {
 		faked.Store(false)
-		l, err := etcdlock.NewMutex(s, uniqueName(t)).Lock(ctx)
+		l, err := etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 // time out meanwhile), and the session keeps working over the other members.
 func TestKeeperLeavesUnansweringLeader(t *testing.T) {
 	c := embedtest.Start(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +297,7 @@ func TestKeeperLeavesUnansweringLeader(t *testing.T) {
 	if got := ended[endedBefore].ContextMap()["error"]; got != testhook.ErrUnanswered.Error() {
 		t.Fatalf("the pinned stream ended with %q; want %q", got, testhook.ErrUnanswered)
 	}
-	l, err := etcdlock.NewMutex(s, uniqueName(t)).Lock(ctx)
+	l, err := etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")).Lock(ctx)
 	if err != nil {
 		t.Fatalf("lock with the leader unreachable: %v", err)
 	}

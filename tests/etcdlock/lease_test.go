@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -17,28 +18,28 @@ import (
 // (5 s and two election timeouts: 7 s here before).
 func TestNewSessionAfterLeaderCrash(t *testing.T) {
 	c := embedtest.Start(t)
-	cli := newClient(t, c)
-	old := openSession(t, cli)
+	cli := c.TestClient(t)
+	old := locktest.OpenSession(t, cli)
 	leader := waitLeader(t, c)
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = leader.Restart() })
 	start := time.Now()
-	s, err := etcdlock.NewSession(testCtx(t, 30*time.Second), cli)
+	s, err := etcdlock.NewSession(embedtest.Context(t, 30*time.Second), cli)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	start = time.Now()
-	l, err := etcdlock.NewMutex(old, uniqueName(t)).Lock(testCtx(t, 30*time.Second))
+	l, err := etcdlock.NewMutex(old, embedtest.UniqueName(t, "test")).Lock(embedtest.Context(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("after the leader crash: NewSession %v, then a Lock on an older session %v",
 		took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if err := l.Unlock(testCtx(t, 10*time.Second)); err != nil {
+	if err := l.Unlock(embedtest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if took >= 5*time.Second {
@@ -60,12 +61,12 @@ func TestLeaseGrantRetryIsIdempotent(t *testing.T) {
 	cfg.Endpoints = link.Endpoints()
 	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = 0, 0 // held connections stay
 	cli := clientFromConfig(t, cfg)
-	direct := newClient(t, c)
+	direct := c.TestClient(t)
 	// Leases is answered by one member's lessor, not linearizably: ask one
 	// member, after a linearizable read there has caught it up.
 	leases := func() int {
 		t.Helper()
-		m, err := c.WaitLeader(testCtx(t, 30*time.Second))
+		m, err := c.WaitLeader(embedtest.Context(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestLeaseGrantRetryIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer mcli.Close()
-		ctx := testCtx(t, 10*time.Second)
+		ctx := embedtest.Context(t, 10*time.Second)
 		if _, err := mcli.Get(ctx, "any"); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestLeaseGrantRetryIsIdempotent(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		id, ttl, err := testhook.GrantLease(testCtx(t, 30*time.Second), cli, 10)
+		id, ttl, err := testhook.GrantLease(embedtest.Context(t, 30*time.Second), cli, 10)
 		res <- result{id, ttl, err}
 	}()
 	time.Sleep(2*testhook.AttemptTimeout + 500*time.Millisecond) // the hold outlasts two attempts

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestLockAllNeverClaimsABrokenName: LockAll(A, B) is granted A at once and
@@ -15,11 +17,11 @@ import (
 // frees, LockAll must not report the set as held: it fails with
 // ErrLockLost naming A, and leaves no key of its own on A or B.
 func TestLockAllNeverClaimsABrokenName(t *testing.T) {
-	ctx := testCtx(t, time.Minute)
-	cli := newClient(t, nil)
-	a, b := uniqueName(t), uniqueName(t)
-	holderB := mustLock(t, etcdlock.NewMutex(openSession(t, nil), b))
-	s := openSession(t, nil)
+	ctx := embedtest.Context(t, time.Minute)
+	cli := shared.TestClient(t)
+	a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+	holderB := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), b))
+	s := locktest.OpenSession(t, shared.TestClient(t))
 	res := make(chan error, 1)
 	go func() {
 		ls, err := etcdlock.LockAll(ctx, s, a, b)
@@ -36,7 +38,7 @@ func TestLockAllNeverClaimsABrokenName(t *testing.T) {
 	if err := etcdlock.Break(ctx, cli, a, st.Holder.Token); err != nil {
 		t.Fatal(err)
 	}
-	other := mustLock(t, etcdlock.NewMutex(openSession(t, nil), a))
+	other := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), a))
 	if err := holderB.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

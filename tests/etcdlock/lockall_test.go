@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -94,10 +96,10 @@ func occupy(ctx context.Context, s *etcdlock.Session, ls []*etcdlock.Lock, count
 // across both.
 func TestLockAllNeverDeadlocks(t *testing.T) {
 	const rounds = 100
-	base := uniqueName(t)
+	base := embedtest.UniqueName(t, "test")
 	a, b := base+"/a", base+"/b"
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 3*time.Minute)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 3*time.Minute)
 	counts := holderCounts{}
 	for _, name := range []string{a, b} {
 		counts[nameKey(name)] = new(atomic.Int32)
@@ -117,7 +119,7 @@ func TestLockAllNeverDeadlocks(t *testing.T) {
 		}
 		childDone <- err
 	}()
-	s1, s2 := openSession(t, cli), openSession(t, newClient(t, nil))
+	s1, s2 := locktest.OpenSession(t, cli), locktest.OpenSession(t, shared.TestClient(t))
 	mine := make(chan error, 2)
 	go func() { mine <- lockAllRounds(ctx, s1, []string{b, a}, rounds, counts) }()
 	go func() { mine <- lockAllRounds(ctx, s2, []string{a, b}, rounds/2, counts) }()
@@ -141,10 +143,10 @@ func TestLockAllNeverDeadlocks(t *testing.T) {
 // token for all names, above every earlier token of each; a plain Lock
 // that came after waits behind it.
 func TestLockAllQueuesFairly(t *testing.T) {
-	base := uniqueName(t)
+	base := embedtest.UniqueName(t, "test")
 	a, b := base+"/a", base+"/b"
-	s, other := openSession(t, nil), openSession(t, nil)
-	ctx := testCtx(t, 30*time.Second)
+	s, other := locktest.OpenSession(t, shared.TestClient(t)), locktest.OpenSession(t, shared.TestClient(t))
+	ctx := embedtest.Context(t, 30*time.Second)
 	holder := mustLock(t, etcdlock.NewMutex(other, b))
 	got := make(chan *etcdlock.Locks, 1)
 	go func() {
@@ -210,11 +212,11 @@ func checkSet(t *testing.T, ctx context.Context, ls *etcdlock.Locks, a, b string
 // nothing at all, and a LockAll whose ctx ends while it waits for that name
 // removes its keys of every name.
 func TestLockAllLeavesNothingOnFailure(t *testing.T) {
-	base := uniqueName(t)
+	base := embedtest.UniqueName(t, "test")
 	names := []string{base + "/a", base + "/b", base + "/c"}
-	s, other := openSession(t, nil), openSession(t, nil)
+	s, other := locktest.OpenSession(t, shared.TestClient(t)), locktest.OpenSession(t, shared.TestClient(t))
 	cli := s.Client()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	holder := mustLock(t, etcdlock.NewMutex(other, names[1]))
 	assertOnlyHolder := func(what string) {
 		t.Helper()
@@ -255,10 +257,10 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 // names are ErrInvalidArgument, with nothing written; the most names are
 // taken.
 func TestLockAllRefusesBadInput(t *testing.T) {
-	base := uniqueName(t)
-	s := openSession(t, nil)
+	base := embedtest.UniqueName(t, "test")
+	s := locktest.OpenSession(t, shared.TestClient(t))
 	cli := s.Client()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	many := make([]string, etcdlock.MaxLockAllNames+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("%s/many/%d", base, i)

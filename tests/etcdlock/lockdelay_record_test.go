@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -27,11 +28,11 @@ func TestLockDelayPassedAcrossCompaction(t *testing.T) {
 	const delay = 4 * time.Second
 	c := embedtest.Start(t)
 	s, lendTo, cut := cuttableSession(t, c)
-	cli := newClient(t, c)
-	name := uniqueName(t)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := c.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	left := firstWaiterLeavesDuringDelay(t, ctx, cli, name)
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
 	hooks := countHooks(t, s)
@@ -69,14 +70,14 @@ func TestLockDelayPassedAcrossCompaction(t *testing.T) {
 func TestLockDelayPassedBeforeTheWatch(t *testing.T) {
 	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	left := firstWaiterLeavesDuringDelay(t, ctx, cli, name)
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	second := openSession(t, cli)
+	second := locktest.OpenSession(t, cli)
 	enqueued, resume := make(chan struct{}), make(chan struct{})
 	setHook(t, func(p testhook.Point, err error) error {
 		if p == testhook.Enqueued {
@@ -145,7 +146,7 @@ func cuttableSession(t *testing.T, c *embedtest.Cluster) (s *etcdlock.Session, l
 // the channel of its Lock's error.
 func firstWaiterLeavesDuringDelay(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) <-chan error {
 	t.Helper()
-	first := openSession(t, cli)
+	first := locktest.OpenSession(t, cli)
 	firstCtx, leave := context.WithCancel(ctx)
 	t.Cleanup(leave)
 	setHook(t, func(p testhook.Point, err error) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -77,10 +78,10 @@ func awaitDelete(t *testing.T, ctx context.Context, cli *clientv3.Client, name s
 func TestLockDelayAfterCrash(t *testing.T) {
 	t.Parallel() // its own names and sessions; mostly waits out delays
 	const ttl, delay = 2 * time.Second, 3 * time.Second
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	cmd := startHolder(t, name, ttl, delay)
-	s := openSession(t, nil)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	ctx := embedtest.Context(t, 30*time.Second)
 	st, err := etcdlock.Describe(ctx, s.Client(), name)
 	if err != nil || st.Holder == nil || st.Holder.LockDelay != delay {
 		t.Fatalf("Describe: %+v %v; want the holder's lock-delay %v", st, err, delay)
@@ -110,9 +111,9 @@ func TestLockDelayAfterCrash(t *testing.T) {
 func TestLockDelayNotOnRelease(t *testing.T) {
 	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	waiter := openSession(t, nil)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	waiter := locktest.OpenSession(t, shared.TestClient(t))
+	ctx := embedtest.Context(t, time.Minute)
 	for _, tc := range []struct {
 		what    string
 		end     func(s *etcdlock.Session, l *etcdlock.Lock, name string) error
@@ -129,8 +130,8 @@ func TestLockDelayNotOnRelease(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			name := uniqueName(t)
-			holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+			name := embedtest.UniqueName(t, "test")
+			holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 			l := mustLock(t, etcdlock.NewMutex(holder, name))
 			got := lockInBackground(t, ctx, waiter, name)
 			start := time.Now()
@@ -153,9 +154,9 @@ func TestLockDelayNotOnRelease(t *testing.T) {
 // TestLockDelayIsChecked: a lock-delay below 0 or above a minute is
 // ErrInvalidArgument.
 func TestLockDelayIsChecked(t *testing.T) {
-	cli := newClient(t, nil)
+	cli := shared.TestClient(t)
 	for _, d := range []time.Duration{-time.Second, time.Minute + time.Millisecond} {
-		if _, err := etcdlock.NewSession(testCtx(t, 10*time.Second), cli, etcdlock.WithLockDelay(d)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+		if _, err := etcdlock.NewSession(embedtest.Context(t, 10*time.Second), cli, etcdlock.WithLockDelay(d)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 			t.Fatalf("WithLockDelay(%v): %v", d, err)
 		}
 	}
@@ -168,12 +169,12 @@ func TestLockDelayIsChecked(t *testing.T) {
 func TestLockDelayPassedOn(t *testing.T) {
 	t.Parallel() // its own names and sessions; mostly waits out delays
 	const delay = 4 * time.Second
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
-	ctx := testCtx(t, 30*time.Second)
-	first := openSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
+	first := locktest.OpenSession(t, cli)
 	firstCtx, leave := context.WithCancel(ctx)
 	defer leave()
 	setHook(t, func(p testhook.Point, err error) error {
@@ -188,7 +189,7 @@ func TestLockDelayPassedOn(t *testing.T) {
 		left <- err
 	}()
 	waitFor(t, 10*time.Second, "the first waiter", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	got := lockBehind(t, ctx, openSession(t, cli), name, 2)
+	got := lockBehind(t, ctx, locktest.OpenSession(t, cli), name, 2)
 	start := time.Now()
 	if _, err := cli.Revoke(ctx, holder.Lease()); err != nil {
 		t.Fatal(err)
@@ -238,11 +239,11 @@ func TestLockDelayAcrossCompaction(t *testing.T) {
 		}
 		t.Cleanup(testhook.Lend(s, wcli, conn, ep))
 	}
-	cli := newClient(t, c)
-	name := uniqueName(t)
-	holder := openSession(t, cli, etcdlock.WithLockDelay(delay))
+	cli := c.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	holder := locktest.OpenSession(t, cli, etcdlock.WithLockDelay(delay))
 	mustLock(t, etcdlock.NewMutex(holder, name))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	lendTo(link.Endpoints()[0])
 	hooks := countHooks(t, s)
 	got := lockInBackground(t, ctx, s, name)

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,52 +49,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var nameSeq atomic.Int64
-
-// uniqueName returns a lock name no other test uses.
-func uniqueName(t testing.TB) string {
-	t.Helper()
-	return fmt.Sprintf("test/%s/%d", strings.ReplaceAll(t.Name(), "/", "."), nameSeq.Add(1))
-}
-
-// newClient returns a client to c (the shared cluster when nil), closed at cleanup.
-func newClient(t testing.TB, c *embedtest.Cluster) *clientv3.Client {
-	t.Helper()
-	if c == nil {
-		c = shared
-	}
-	return c.TestClient(t)
-}
-
-// openSession opens a session on cli (a new shared-cluster client when nil),
-// closed at cleanup.
-func openSession(t testing.TB, cli *clientv3.Client, opts ...etcdlock.SessionOption) *etcdlock.Session {
-	t.Helper()
-	if cli == nil {
-		cli = newClient(t, nil)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := etcdlock.NewSession(ctx, cli, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// testCtx returns a context that ends with the test or after d.
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // mustLock locks m or fails the test.
 func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 	t.Helper()
-	l, err := m.Lock(testCtx(t, 30*time.Second))
+	l, err := m.Lock(embedtest.Context(t, 30*time.Second))
 	if err != nil {
 		t.Fatalf("lock %q: %v", m.Name(), err)
 	}
@@ -106,7 +62,7 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 // keysUnder returns the keys under a name's prefix.
 func keysUnder(t testing.TB, cli *clientv3.Client, name string) []string {
 	t.Helper()
-	resp, err := cli.Get(testCtx(t, 10*time.Second), testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 func TestLostGrant(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
 	tests := []struct {
 		name   string
 		break_ func(s *etcdlock.Session, l *etcdlock.Lock) error
@@ -25,8 +27,8 @@ func TestLostGrant(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openSession(t, cli)
-			l := mustLock(t, etcdlock.NewMutex(s, uniqueName(t)))
+			s := locktest.OpenSession(t, cli)
+			l := mustLock(t, etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")))
 			lctx := l.Context()
 			if err := tc.break_(s, l); err != nil {
 				t.Fatal(err)
@@ -53,12 +55,12 @@ func TestLostGrant(t *testing.T) {
 }
 
 func TestLostWhileWaiting(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 	defer holder.Unlock(ctx)
-	s := openSession(t, cli)
+	s := locktest.OpenSession(t, cli)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := etcdlock.NewMutex(s, name).Lock(ctx)
@@ -84,13 +86,13 @@ func TestLostWhileWaiting(t *testing.T) {
 }
 
 func TestCompactionDuringWait(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 	got := make(chan *etcdlock.Lock, 1)
 	go func() {
-		l, err := etcdlock.NewMutex(openSession(t, cli), name).Lock(ctx)
+		l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli), name).Lock(ctx)
 		if err != nil {
 			t.Error(err)
 		}
@@ -148,16 +150,16 @@ func TestNoGrantAfterValidityRanOut(t *testing.T) {
 		{"Lock after a hand-off", testhook.HandoffRead, (*etcdlock.Mutex).Lock, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli := newClient(t, nil)
+			cli := shared.TestClient(t)
 			// A long TTL: no keepalive acknowledgement moves the clock
 			// forward again between the hook and the decision.
-			s := openSession(t, cli, etcdlock.WithTTL(time.Minute))
-			name := uniqueName(t)
-			ctx := testCtx(t, 30*time.Second)
+			s := locktest.OpenSession(t, cli, etcdlock.WithTTL(time.Minute))
+			name := embedtest.UniqueName(t, "test")
+			ctx := embedtest.Context(t, 30*time.Second)
 			var holder *etcdlock.Lock
 			released := context.Background() // never done: no hand-off to wait for
 			if tc.queue {
-				holder = mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+				holder = mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 				released = holder.Context()
 			}
 			var ran atomic.Bool

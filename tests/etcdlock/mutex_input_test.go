@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestBadInput(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
 	long := strings.Repeat("x", 1025)
 	for _, tc := range []struct {
 		name string
@@ -41,11 +43,11 @@ func TestBadInput(t *testing.T) {
 	}
 	testBadSessionInput(t, ctx, cli)
 	t.Run("closed session", func(t *testing.T) {
-		s := openSession(t, cli)
+		s := locktest.OpenSession(t, cli)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		name := uniqueName(t)
+		name := embedtest.UniqueName(t, "test")
 		if _, err := etcdlock.NewMutex(s, name).Lock(ctx); !errors.Is(err, etcdlock.ErrSessionClosed) {
 			t.Fatalf("Lock on a closed session: %v", err)
 		}
@@ -57,7 +59,7 @@ func TestBadInput(t *testing.T) {
 		dead, cancel := context.WithCancelCause(context.Background())
 		cause := errors.New("caller gave up")
 		cancel(cause)
-		name := uniqueName(t)
+		name := embedtest.UniqueName(t, "test")
 		_, err := etcdlock.NewMutex(s, name).Lock(dead)
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 			t.Fatalf("Lock with canceled ctx: %v, want context.Canceled and its cause", err)
@@ -94,12 +96,12 @@ func testBadSessionInput(t *testing.T, ctx context.Context, cli *clientv3.Client
 }
 
 func TestPrefixNamesDoNotInterfere(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
-	base := uniqueName(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	base := embedtest.UniqueName(t, "test")
 	names := []string{base + "/jobs/a", base + "/jobs/a/b", base + "/jobs/a%/m", base + "/jobs/a\x00"}
 	var locks []*etcdlock.Lock
 	for _, n := range names {
-		l, err := etcdlock.NewMutex(openSession(t, nil), n).TryLock(ctx)
+		l, err := etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), n).TryLock(ctx)
 		if err != nil {
 			t.Fatalf("TryLock %q while the others are held: %v", n, err)
 		}
@@ -113,12 +115,12 @@ func TestPrefixNamesDoNotInterfere(t *testing.T) {
 }
 
 func TestKindMismatch(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	// Another recipe's key (as an election would write it) on the same name.
-	key, err := newWaiterKey(testhook.NamePrefix(name), testhook.TagElection, s.Lease())
+	key, err := testhook.NewWaiterKey(testhook.NamePrefix(name), testhook.TagElection, s.Lease())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,10 +137,10 @@ func TestKindMismatch(t *testing.T) {
 }
 
 func TestGuard(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	l := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	l := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 	data := name + "-data"
 	resp, err := cli.Txn(ctx).If(l.Guard()).Then(clientv3.OpPut(data, "1")).Commit()
 	if err != nil || !resp.Succeeded {

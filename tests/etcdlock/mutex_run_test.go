@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -58,10 +60,10 @@ func (rc *runCalls) next(t *testing.T) *etcdlock.Lock {
 // session, which Run closes), never two fn calls at once, each with a
 // larger token; ctx's end makes Run return nil with no key left.
 func TestMutexRunRetakesAfterLoss(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 	rctx, cancel := context.WithCancel(ctx)
 	rc := startRun(t, rctx, etcdlock.NewMutex(s, name))
 
@@ -98,9 +100,9 @@ func TestMutexRunRetakesAfterLoss(t *testing.T) {
 
 // TestMutexRunReturnsFnError: fn's error comes back after the release.
 func TestMutexRunReturnsFnError(t *testing.T) {
-	s := openSession(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	boom := errors.New("boom")
 	var held *etcdlock.Lock
 	err := etcdlock.NewMutex(s, name).Run(ctx, func(_ context.Context, l *etcdlock.Lock) error {
@@ -122,11 +124,11 @@ func TestMutexRunReturnsFnError(t *testing.T) {
 // holder's release, and a Run whose ctx ends while it waits returns nil
 // without calling fn.
 func TestMutexRunWaitsItsTurn(t *testing.T) {
-	s := openSession(t, nil)
-	name := uniqueName(t)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	name := embedtest.UniqueName(t, "test")
 	m := etcdlock.NewMutex(s, name)
 	holder := mustLock(t, m)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	rctx, cancel := context.WithCancel(ctx)
 	rc := startRun(t, rctx, m)
 	waitFor(t, 10*time.Second, "Run's waiter", func() bool { return len(keysUnder(t, s.Client(), name)) == 2 })

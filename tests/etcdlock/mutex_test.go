@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestMutualExclusionWithFence(t *testing.T) {
 	const sessions, perSession, rounds = 4, 2, 12
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	var (
 		fence   etcdlock.Fence
 		inside  atomic.Int32
@@ -23,9 +25,9 @@ func TestMutualExclusionWithFence(t *testing.T) {
 		grants  atomic.Int64
 		wg      sync.WaitGroup
 	)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	for i := 0; i < sessions; i++ {
-		s := openSession(t, nil)
+		s := locktest.OpenSession(t, shared.TestClient(t))
 		m := etcdlock.NewMutex(s, name)
 		for j := 0; j < perSession; j++ {
 			wg.Add(1)
@@ -70,7 +72,7 @@ func TestMutualExclusionWithFence(t *testing.T) {
 func enqueueWaiters(t *testing.T, cli *clientv3.Client, name string, n int, sessions []*etcdlock.Session) <-chan int {
 	t.Helper()
 	order := make(chan int, n)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	for i := 0; i < n; i++ {
@@ -94,13 +96,13 @@ func enqueueWaiters(t *testing.T, cli *clientv3.Client, name string, n int, sess
 }
 
 func TestFIFO(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ss := []*etcdlock.Session{openSession(t, cli), openSession(t, nil), openSession(t, nil)}
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ss := []*etcdlock.Session{locktest.OpenSession(t, cli), locktest.OpenSession(t, shared.TestClient(t)), locktest.OpenSession(t, shared.TestClient(t))}
 	holder := mustLock(t, etcdlock.NewMutex(ss[0], name))
 	const n = 8
 	order := enqueueWaiters(t, cli, name, n, ss)
-	if err := holder.Unlock(testCtx(t, 5*time.Second)); err != nil {
+	if err := holder.Unlock(embedtest.Context(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for want := 0; want < n; want++ {
@@ -123,12 +125,12 @@ func kvCalls() int64 {
 }
 
 func TestReleaseWakesOneWaiter(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	s := locktest.OpenSession(t, cli)
 	holder := mustLock(t, etcdlock.NewMutex(s, name))
 	const n = 20
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	granted := make(chan *etcdlock.Lock, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -179,10 +181,10 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 }
 
 func TestTryLock(t *testing.T) {
-	cli := newClient(t, nil)
-	s1, s2 := openSession(t, cli), openSession(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s1, s2 := locktest.OpenSession(t, cli), locktest.OpenSession(t, shared.TestClient(t))
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	l, err := etcdlock.NewMutex(s1, name).TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -235,12 +237,12 @@ func TestTryLock(t *testing.T) {
 }
 
 func TestUnlock(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 
 	t.Run("twice", func(t *testing.T) {
-		l := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+		l := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 		for i := 0; i < 2; i++ {
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatalf("unlock %d: %v", i+1, err)
@@ -254,7 +256,7 @@ func TestUnlock(t *testing.T) {
 		}
 	})
 	t.Run("after session expired", func(t *testing.T) {
-		s := openSession(t, cli)
+		s := locktest.OpenSession(t, cli)
 		l := mustLock(t, etcdlock.NewMutex(s, name))
 		if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 			t.Fatal(err)
@@ -268,7 +270,7 @@ func TestUnlock(t *testing.T) {
 		}
 	})
 	t.Run("canceled ctx still frees", func(t *testing.T) {
-		l := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
+		l := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
 		dead, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := l.Unlock(dead); !errors.Is(err, context.Canceled) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestNestedLockIsAnError: inside Run's fn, a Lock (and every other
@@ -15,10 +17,10 @@ import (
 // nothing; the same Lock from another goroutine with an unrelated context
 // waits and is granted after the release.
 func TestNestedLockIsAnError(t *testing.T) {
-	s := openSession(t, nil)
-	other := openSession(t, s.Client())
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	other := locktest.OpenSession(t, s.Client())
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	m := etcdlock.NewMutex(s, name)
 	acquisitions := nestedAcquisitions(s, name)
 	granted := make(chan etcdlock.Token, 1)
@@ -100,10 +102,10 @@ func nestedAcquisitions(s *etcdlock.Session, name string) []acquisition {
 // TestNestedInRunOnce: RunOnce's fn gets a context that carries its grant:
 // a Lock of the name with it is ErrWouldDeadlock.
 func TestNestedInRunOnce(t *testing.T) {
-	s := openSession(t, nil)
-	name := uniqueName(t)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	name := embedtest.UniqueName(t, "test")
 	m := etcdlock.NewMutex(s, name)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	err := m.RunOnce(ctx, "1", func(fctx context.Context, l *etcdlock.Lock) error {
 		if got, ok := etcdlock.LockFromContext(fctx); !ok || got != l {
 			t.Errorf("fn's context carries %v, %v; want its grant", got, ok)

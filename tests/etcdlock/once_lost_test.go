@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -54,7 +55,7 @@ func runOnceUntil(t *testing.T, s *etcdlock.Session, name, id string) (started, 
 	started, finish = make(chan struct{}), make(chan struct{})
 	r := make(chan error, 1)
 	go func() {
-		r <- etcdlock.NewMutex(s, name).RunOnce(testCtx(t, time.Minute), id, func(context.Context, *etcdlock.Lock) error {
+		r <- etcdlock.NewMutex(s, name).RunOnce(embedtest.Context(t, time.Minute), id, func(context.Context, *etcdlock.Lock) error {
 			close(started)
 			<-finish
 			return nil
@@ -72,7 +73,7 @@ func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
 		}
 		return err
 	}, sA)
-	name, id := uniqueName(t), "2026-12-03"
+	name, id := embedtest.UniqueName(t, "test"), "2026-12-03"
 	var ranA atomic.Int32
 	resA := make(chan error, 1)
 	go func() {
@@ -90,7 +91,7 @@ func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
 	}
 
 	// B runs the same id; A's lease expires in etcd meanwhile.
-	started, finish, resB := runOnceUntil(t, openSession(t, newClient(t, c)), name, id)
+	started, finish, resB := runOnceUntil(t, locktest.OpenSession(t, c.TestClient(t)), name, id)
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
@@ -127,7 +128,7 @@ func TestProclaimEndsWithTerm(t *testing.T) {
 	for _, afterTimeout := range []bool{false, true} {
 		t.Run(fmt.Sprintf("after a timeout %v", afterTimeout), func(t *testing.T) {
 			s, link := cutSession(t, c, 3*time.Second)
-			lead, err := etcdlock.NewElection(s, uniqueName(t)).Campaign(testCtx(t, 30*time.Second), "a")
+			lead, err := etcdlock.NewElection(s, embedtest.UniqueName(t, "test")).Campaign(embedtest.Context(t, 30*time.Second), "a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,9 +161,9 @@ func TestProclaimEndsWithTerm(t *testing.T) {
 // ErrInvalidArgument and without writing a record; an exclusive grant of
 // each kind has them.
 func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
 	for _, tc := range []struct {
 		kind   string
 		take   func(name string) (*etcdlock.Lock, error)
@@ -175,7 +176,7 @@ func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
 		{"mutex", func(n string) (*etcdlock.Lock, error) { return etcdlock.NewMutex(s, n).Lock(ctx) }, false},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "test")
 			l, err := tc.take(name)
 			if err != nil {
 				t.Fatal(err)

@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestRunOnce: a run id runs once; the same id or an earlier one is
 // already done; a later one runs; a failed run records nothing.
 func TestRunOnce(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	m := etcdlock.NewMutex(openSession(t, cli), uniqueName(t))
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	m := etcdlock.NewMutex(locktest.OpenSession(t, cli), embedtest.UniqueName(t, "test"))
 	var calls []string
 	run := func(id string, fail error) error {
 		return m.RunOnce(ctx, id, func(ctx context.Context, l *etcdlock.Lock) error {
@@ -61,13 +63,13 @@ func TestRunOnce(t *testing.T) {
 // TestRunOnceConcurrent: eight callers on their own clients run one id at
 // once; exactly one of them runs fn, the others find it done.
 func TestRunOnceConcurrent(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	name := uniqueName(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	name := embedtest.UniqueName(t, "test")
 	var ran atomic.Int32
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range errs {
-		m := etcdlock.NewMutex(openSession(t, newClient(t, nil)), name)
+		m := etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -96,9 +98,9 @@ func TestRunOnceConcurrent(t *testing.T) {
 // records (a holder that lost the lock) fails with ErrNotHeld and records
 // nothing, so the next caller runs the id again.
 func TestRunOnceLostGrantRecordsNothing(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 60*time.Second)
-	m := etcdlock.NewMutex(openSession(t, cli), uniqueName(t))
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 60*time.Second)
+	m := etcdlock.NewMutex(locktest.OpenSession(t, cli), embedtest.UniqueName(t, "test"))
 	err := m.RunOnce(ctx, "7", func(_ context.Context, l *etcdlock.Lock) error {
 		// Not with fn's context: it ends when the break lands, which can be
 		// before Break's answer arrives.
@@ -120,10 +122,10 @@ func TestRunOnceLostGrantRecordsNothing(t *testing.T) {
 // taken; TryRunOnce on a held name fails with ErrLocked without calling fn;
 // neither leaves a key.
 func TestRunOnceBadInputAndTry(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	m := etcdlock.NewMutex(openSession(t, cli), name)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	m := etcdlock.NewMutex(locktest.OpenSession(t, cli), name)
 	never := func(context.Context, *etcdlock.Lock) error { t.Error("fn called"); return nil }
 	if err := m.RunOnce(ctx, "", never); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("empty id: %v, want ErrInvalidArgument", err)
@@ -134,7 +136,7 @@ func TestRunOnceBadInputAndTry(t *testing.T) {
 	if keys := keysUnder(t, cli, name); len(keys) != 0 {
 		t.Fatalf("keys %v after refused input", keys)
 	}
-	held, err := etcdlock.NewMutex(openSession(t, cli), name).Lock(ctx)
+	held, err := etcdlock.NewMutex(locktest.OpenSession(t, cli), name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,10 +152,10 @@ func TestRunOnceBadInputAndTry(t *testing.T) {
 // wrote; ClearCompletion deletes exactly that record (ErrChanged for one a
 // later run replaced), after which the id runs again; bad input is refused.
 func TestCompletionReadAndClear(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	m := etcdlock.NewMutex(openSession(t, cli, etcdlock.WithIdentity("job/7")), name)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	m := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("job/7")), name)
 	runs := 0
 	run := func(id string) error {
 		return m.RunOnce(ctx, id, func(context.Context, *etcdlock.Lock) error { runs++; return nil })

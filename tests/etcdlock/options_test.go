@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // ackCounter signals each acknowledged keepalive.
@@ -25,8 +27,8 @@ func (o *ackCounter) KeepaliveAcked(time.Duration, time.Duration) {
 // acknowledgements of a 10 s lease well within one default interval of
 // TTL/3), and a bad interval is refused before anything is granted.
 func TestWithRenewEvery(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
 	for _, tc := range []struct {
 		what string
 		opts []etcdlock.SessionOption
@@ -42,7 +44,7 @@ func TestWithRenewEvery(t *testing.T) {
 		})
 	}
 	obs := &ackCounter{acks: make(chan struct{}, 1)}
-	openSession(t, cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithRenewEvery(100*time.Millisecond), etcdlock.WithObserver(obs))
+	locktest.OpenSession(t, cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithRenewEvery(100*time.Millisecond), etcdlock.WithObserver(obs))
 	bound := time.After(3 * time.Second) // the default interval would be 3.3 s: one ack at most
 	for i := 0; i < 5; i++ {
 		select {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -15,8 +17,8 @@ import (
 // (test hooks make the timing certain) and checks that Lock fails with the
 // ctx's error and leaves no key behind, and that the queue still works.
 func TestCancelAtEveryPoint(t *testing.T) {
-	cli := newClient(t, nil)
-	holderSession := openSession(t, cli)
+	cli := shared.TestClient(t)
+	holderSession := locktest.OpenSession(t, cli)
 	for _, tc := range []struct {
 		name  string
 		point testhook.Point
@@ -29,10 +31,10 @@ func TestCancelAtEveryPoint(t *testing.T) {
 		{"during the hand-off read", testhook.HandoffRead, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := uniqueName(t)
-			ctx := testCtx(t, 30*time.Second)
+			name := embedtest.UniqueName(t, "test")
+			ctx := embedtest.Context(t, 30*time.Second)
 			holder := mustLock(t, etcdlock.NewMutex(holderSession, name))
-			s := openSession(t, cli)
+			s := locktest.OpenSession(t, cli)
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			var fired atomic.Bool

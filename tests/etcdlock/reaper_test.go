@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -32,12 +33,12 @@ func testLateDelete(t *testing.T, r recipe) {
 	fs := followersOf(c, leader)
 	p := newPaths(t, c, fs...)
 	late, early := p.links[0], p.links[1] // late reaches fs[0], early fs[1]
-	direct := newClient(t, c)
-	holder := openSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("holder"))
-	waiter := openSession(t, direct, etcdlock.WithIdentity("waiter"))
+	direct := c.TestClient(t)
+	holder := locktest.OpenSession(t, p.cli, etcdlock.WithTTL(lateTTL), etcdlock.WithIdentity("holder"))
+	waiter := locktest.OpenSession(t, direct, etcdlock.WithIdentity("waiter"))
 	t.Cleanup(p.restoreAll)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
 
 	// The name the session's first key of this lock gets (its slot 0).
 	g0 := r.mustAcquire(t, holder, name)

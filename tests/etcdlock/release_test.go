@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestReleaseEndsWithSession checks that Unlock and Resign with a context
@@ -37,17 +38,17 @@ func TestReleaseEndsWithSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { flaky.Close() })
-			s := openSession(t, flaky, etcdlock.WithTTL(30*time.Second)) // outlives the test: only tc.close ends it
+			s := locktest.OpenSession(t, flaky, etcdlock.WithTTL(30*time.Second)) // outlives the test: only tc.close ends it
 			var release func(context.Context) error
 			var held context.Context
 			if tc.resign {
-				l, err := etcdlock.NewElection(s, uniqueName(t)).Campaign(testCtx(t, 10*time.Second), "v")
+				l, err := etcdlock.NewElection(s, embedtest.UniqueName(t, "test")).Campaign(embedtest.Context(t, 10*time.Second), "v")
 				if err != nil {
 					t.Fatal(err)
 				}
 				release, held = l.Resign, l.Context()
 			} else {
-				l := mustLock(t, etcdlock.NewMutex(s, uniqueName(t)))
+				l := mustLock(t, etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")))
 				release, held = l.Unlock, l.Context()
 			}
 			link.Cut()

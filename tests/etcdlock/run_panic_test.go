@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunReleasesOnPanic: a panic in Mutex.Run's or Election.Run's
@@ -33,13 +35,13 @@ func TestRunReleasesOnPanic(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t, time.Minute)
-			name := uniqueName(t)
+			ctx := embedtest.Context(t, time.Minute)
+			name := embedtest.UniqueName(t, "test")
 			started, release := make(chan struct{}), make(chan struct{})
 			panicked := make(chan any, 1)
 			go func() {
 				defer func() { panicked <- recover() }()
-				_ = tc.run(ctx, openSession(t, nil), name, func() {
+				_ = tc.run(ctx, locktest.OpenSession(t, shared.TestClient(t)), name, func() {
 					close(started)
 					<-release
 					panic("fn failed badly")
@@ -47,7 +49,9 @@ func TestRunReleasesOnPanic(t *testing.T) {
 			}()
 			<-started
 			next := make(chan error, 1)
-			go func() { next <- tc.next(testCtx(t, 30*time.Second), openSession(t, nil), name) }()
+			go func() {
+				next <- tc.next(embedtest.Context(t, 30*time.Second), locktest.OpenSession(t, shared.TestClient(t)), name)
+			}()
 			waitKeys(t, name, 2)
 			close(release)
 			if p := <-panicked; p != "fn failed badly" {
@@ -68,7 +72,7 @@ func TestRunReleasesOnPanic(t *testing.T) {
 // waitKeys waits until name's queue holds n keys.
 func waitKeys(t *testing.T, name string, n int) {
 	t.Helper()
-	ctx, cli := testCtx(t, 30*time.Second), newClient(t, nil)
+	ctx, cli := embedtest.Context(t, 30*time.Second), shared.TestClient(t)
 	for {
 		st, err := etcdlock.Describe(ctx, cli, name)
 		if err != nil {

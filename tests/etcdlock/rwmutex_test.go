@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestRWMutexExclusion(t *testing.T) {
 	const workers, rounds = 6, 8
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*time.Minute)
 	var (
 		in rwInside
 		wg sync.WaitGroup
 	)
 	for i := 0; i < workers; i++ {
-		m := etcdlock.NewRWMutex(openSession(t, nil), name)
+		m := etcdlock.NewRWMutex(locktest.OpenSession(t, shared.TestClient(t)), name)
 		write := i%3 == 0
 		wg.Add(1)
 		go func() {
@@ -92,10 +94,10 @@ func (in *rwInside) hold(t *testing.T, l *etcdlock.Lock, write bool) {
 // queue. R2 and R3 must not pass W1 (no writer starvation); after W1, both
 // readers hold together.
 func TestRWMutexFIFO(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, time.Minute)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, time.Minute)
+	s := locktest.OpenSession(t, cli)
 	r0 := readerAdmitsOnlyReaders(t, ctx, s, name)
 	events := make(chan string, 10)
 	locks := make(chan *etcdlock.Lock, 10)
@@ -153,7 +155,7 @@ func startRWWaiter(t *testing.T, ctx context.Context, cli *clientv3.Client, name
 	t.Helper()
 	before := len(keysUnder(t, cli, name))
 	go func() {
-		m := etcdlock.NewRWMutex(openSession(t, cli), name)
+		m := etcdlock.NewRWMutex(locktest.OpenSession(t, cli), name)
 		l, err := rwAcquire(ctx, m, write)
 		if err != nil {
 			t.Error(err)
@@ -177,17 +179,17 @@ func noGrantWhile(t *testing.T, events <-chan string, while string) {
 }
 
 func TestRWMutexLostGrant(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	s := locktest.OpenSession(t, cli)
 	w, err := etcdlock.NewRWMutex(s, name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *etcdlock.Lock, 1)
 	go func() {
-		l, err := etcdlock.NewRWMutex(openSession(t, cli), name).RLock(ctx)
+		l, err := etcdlock.NewRWMutex(locktest.OpenSession(t, cli), name).RLock(ctx)
 		if err != nil {
 			t.Error(err)
 		}
@@ -206,10 +208,10 @@ func TestRWMutexLostGrant(t *testing.T) {
 	if r == nil || r.Token() <= w.Token() {
 		t.Fatalf("reader after writer: %v", r)
 	}
-	if _, err := etcdlock.NewMutex(openSession(t, cli), name).Lock(ctx); !errors.Is(err, etcdlock.ErrKindMismatch) {
+	if _, err := etcdlock.NewMutex(locktest.OpenSession(t, cli), name).Lock(ctx); !errors.Is(err, etcdlock.ErrKindMismatch) {
 		t.Fatalf("Mutex on an RWMutex's name: %v", err)
 	}
-	if _, err := etcdlock.NewRWMutex(openSession(t, cli), name).TryRLock(ctx); err != nil {
+	if _, err := etcdlock.NewRWMutex(locktest.OpenSession(t, cli), name).TryRLock(ctx); err != nil {
 		t.Fatalf("TryRLock beside a reader: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // longHold is how long TestSecurityLongSession holds its lock: more than
@@ -40,8 +41,8 @@ func TestSecurityLongSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sc := startSecure(t, tc.opts...)
-			ctx := testCtx(t, longHold()+2*time.Minute)
-			s := openSession(t, sc.alice, etcdlock.WithIdentity("alice/long"), etcdlock.WithTTL(3*time.Second))
+			ctx := embedtest.Context(t, longHold()+2*time.Minute)
+			s := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/long"), etcdlock.WithTTL(3*time.Second))
 			l := mustLock(t, etcdlock.NewMutex(s, "team-a/long"))
 			auths0, ka0 := sc.calls(sc.authCall), sc.calls(sc.leaseKeepAlive)
 			start := time.Now()
@@ -106,11 +107,11 @@ func holdLong(t *testing.T, s *etcdlock.Session, l *etcdlock.Lock, start time.Ti
 // same client, queues and is granted.
 func TestSecurityAuthChange(t *testing.T) {
 	sc := startSecure(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	name := "team-a/change"
-	s1 := openSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(3*time.Second))
-	s2 := openSession(t, sc.alice, etcdlock.WithIdentity("alice/2"), etcdlock.WithTTL(3*time.Second))
-	s3 := openSession(t, sc.alice, etcdlock.WithIdentity("alice/3"), etcdlock.WithTTL(3*time.Second))
+	s1 := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(3*time.Second))
+	s2 := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/2"), etcdlock.WithTTL(3*time.Second))
+	s3 := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/3"), etcdlock.WithTTL(3*time.Second))
 	l1 := mustLock(t, etcdlock.NewMutex(s1, name))
 	r2 := lockAsync(ctx, etcdlock.NewMutex(s2, name))
 	waitFor(t, 30*time.Second, "alice/2 waiting", func() bool {
@@ -182,7 +183,7 @@ func lockAsync(ctx context.Context, m *etcdlock.Mutex) <-chan lockResult {
 // as after a crash.
 func TestSecurityRevokedRole(t *testing.T) {
 	sc := startSecure(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	name := "team-a/revoked"
 	// A second team-a user, whose role stays.
 	for _, step := range []func() error{
@@ -194,9 +195,9 @@ func TestSecurityRevokedRole(t *testing.T) {
 		}
 	}
 	anna := sc.clientAs(t, "anna", sc.alicePW+"-anna")
-	s := openSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(3*time.Second))
+	s := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(3*time.Second))
 	l := mustLock(t, etcdlock.NewMutex(s, name))
-	next := openSession(t, anna, etcdlock.WithIdentity("anna/1"), etcdlock.WithTTL(3*time.Second))
+	next := locktest.OpenSession(t, anna, etcdlock.WithIdentity("anna/1"), etcdlock.WithTTL(3*time.Second))
 	granted := make(chan error, 1)
 	go func() {
 		nl, err := etcdlock.NewMutex(next, name).Lock(ctx)

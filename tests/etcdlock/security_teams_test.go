@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -20,14 +22,14 @@ import (
 // hold no secrets.
 func TestSecurityTeams(t *testing.T) {
 	sc := startSecure(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 
 	leader, err := sc.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kaBefore := leader.Calls(sc.leaseKeepAlive)
-	s := openSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(5*time.Second))
+	s := locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/1"), etcdlock.WithTTL(5*time.Second))
 
 	l := teamsMutex(t, ctx, sc, s)
 	teamsElection(t, ctx, sc, s)
@@ -65,7 +67,7 @@ func TestSecurityTeams(t *testing.T) {
 func teamsMutex(t *testing.T, ctx context.Context, sc *secureCluster, s *etcdlock.Session) *etcdlock.Lock {
 	t.Helper()
 	l := mustLock(t, etcdlock.NewMutex(s, "team-a/job"))
-	if _, err := etcdlock.NewMutex(openSession(t, sc.alice, etcdlock.WithIdentity("alice/2")), "team-a/job").TryLock(ctx); !errors.Is(err, etcdlock.ErrLocked) {
+	if _, err := etcdlock.NewMutex(locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/2")), "team-a/job").TryLock(ctx); !errors.Is(err, etcdlock.ErrLocked) {
 		t.Errorf("TryLock of a held team-a/job: %v, want ErrLocked", err)
 	}
 	st, err := etcdlock.Describe(ctx, sc.alice, "team-a/job")
@@ -92,7 +94,7 @@ func teamsElection(t *testing.T, ctx context.Context, sc *secureCluster, s *etcd
 	e := etcdlock.NewElection(s, "team-a/leader")
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
-	obs := etcdlock.NewElection(openSession(t, sc.alice, etcdlock.WithIdentity("alice/observer")), "team-a/leader").Observe(octx)
+	obs := etcdlock.NewElection(locktest.OpenSession(t, sc.alice, etcdlock.WithIdentity("alice/observer")), "team-a/leader").Observe(octx)
 	lead, err := e.Campaign(ctx, "a-1")
 	if err != nil {
 		t.Fatalf("Campaign as alice: %v", err)
@@ -178,7 +180,7 @@ func expectDenied(t *testing.T, ctx context.Context, attempts []attempt) {
 // wait for, nor see it.
 func teamsOtherTeamDenied(t *testing.T, ctx context.Context, sc *secureCluster, s *etcdlock.Session) {
 	t.Helper()
-	bs := openSession(t, sc.bob, etcdlock.WithIdentity("bob/1"))
+	bs := locktest.OpenSession(t, sc.bob, etcdlock.WithIdentity("bob/1"))
 	bl := mustLock(t, etcdlock.NewMutex(bs, "team-b/job"))
 	bobKeys := sc.rootKeys(t, etcdlock.NamespacePrefix("team-b/"))
 	expectDenied(t, ctx, []attempt{
@@ -273,7 +275,7 @@ func teamsReader(t *testing.T, ctx context.Context, sc *secureCluster, s *etcdlo
 	if ls, err := etcdlock.List(ctx, sc.audrey, "team-a/"); err != nil || len(ls) == 0 {
 		t.Errorf("List as a reader: %v, %v", ls, err)
 	}
-	audS := openSession(t, sc.audrey, etcdlock.WithIdentity("audrey/1"))
+	audS := locktest.OpenSession(t, sc.audrey, etcdlock.WithIdentity("audrey/1"))
 	teamsReaderElection(t, ctx, s, audS)
 	before := sc.rootKeys(t, etcdlock.NamespacePrefix("team-a/"))
 	expectDenied(t, ctx, []attempt{

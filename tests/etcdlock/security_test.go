@@ -55,8 +55,8 @@ func startSecure(t testing.TB, opts ...embedtest.Option) *secureCluster {
 		authCall:       "/etcdserverpb.Auth/Authenticate",
 	}
 	sc.Cluster = embedtest.Start(t, append([]embedtest.Option{embedtest.WithTLS(), embedtest.WithAuth(sc.rootPW)}, opts...)...)
-	sc.root = newClient(t, sc.Cluster)
-	ctx := testCtx(t, time.Minute)
+	sc.root = sc.Cluster.TestClient(t)
+	ctx := embedtest.Context(t, time.Minute)
 	for _, team := range []struct {
 		role, user, pw, prefix string
 		perm                   clientv3.PermissionType
@@ -109,7 +109,7 @@ func (sc *secureCluster) calls(method string) int64 {
 // rootKeys returns every key under the lock root, as root.
 func (sc *secureCluster) rootKeys(t testing.TB, prefix string) []string {
 	t.Helper()
-	resp, err := sc.root.Get(testCtx(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := sc.root.Get(embedtest.Context(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestSemaphoreBoundsHolders(t *testing.T) {
 	const n, workers, rounds = 3, 8, 8
-	name := uniqueName(t)
-	ctx := testCtx(t, 2*time.Minute)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 2*time.Minute)
 	var inside, most, grants atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
-		s := openSession(t, nil)
+		s := locktest.OpenSession(t, shared.TestClient(t))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -58,13 +60,13 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 	// the next refused.
 	held := make([]*etcdlock.Lock, n)
 	for i := range held {
-		l, err := etcdlock.NewSemaphore(openSession(t, nil), name, n).Acquire(ctx)
+		l, err := etcdlock.NewSemaphore(locktest.OpenSession(t, shared.TestClient(t)), name, n).Acquire(ctx)
 		if err != nil {
 			t.Fatalf("holder %d of %d: %v", i+1, n, err)
 		}
 		held[i] = l
 	}
-	if _, err := etcdlock.NewSemaphore(openSession(t, nil), name, n).TryAcquire(ctx); !errors.Is(err, etcdlock.ErrLocked) {
+	if _, err := etcdlock.NewSemaphore(locktest.OpenSession(t, shared.TestClient(t)), name, n).TryAcquire(ctx); !errors.Is(err, etcdlock.ErrLocked) {
 		t.Fatalf("a holder past %d: %v, want ErrLocked", n, err)
 	}
 	for _, l := range held {
@@ -79,12 +81,12 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 // exactly the front waiter must be admitted (never a missed wake-up).
 func TestSemaphoreReleaseOrders(t *testing.T) {
 	orders := [][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
 	for _, order := range orders {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
-			name := uniqueName(t)
-			ctx := testCtx(t, time.Minute)
+			name := embedtest.UniqueName(t, "test")
+			ctx := embedtest.Context(t, time.Minute)
 			sem := etcdlock.NewSemaphore(s, name, 3)
 			var holders [3]*etcdlock.Lock
 			for i := range holders {
@@ -132,7 +134,7 @@ func queueSemWaiters(t *testing.T, ctx context.Context, cli *clientv3.Client, na
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := etcdlock.NewSemaphore(openSession(t, cli), name, 3).Acquire(ctx)
+			l, err := etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 3).Acquire(ctx)
 			if err != nil {
 				t.Error(err)
 				return
@@ -164,9 +166,9 @@ func releaseInOrder(t *testing.T, ctx context.Context, holders [3]*etcdlock.Lock
 }
 
 func TestSemaphoreMisuse(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	ctx := embedtest.Context(t, 30*time.Second)
 	for _, n := range []int{0, -1} {
 		if _, err := etcdlock.NewSemaphore(s, "x", n).Acquire(ctx); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 			t.Fatalf("Acquire with n=%d: %v", n, err)
@@ -175,7 +177,7 @@ func TestSemaphoreMisuse(t *testing.T) {
 			t.Fatalf("TryAcquire with n=%d: %v", n, err)
 		}
 	}
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	l, err := etcdlock.NewSemaphore(s, name, 2).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -206,10 +208,10 @@ func TestSemaphoreMisuse(t *testing.T) {
 }
 
 func TestSemaphoreLostGrantAndCrash(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, 30*time.Second)
-	name := uniqueName(t)
-	s1 := openSession(t, cli)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	name := embedtest.UniqueName(t, "test")
+	s1 := locktest.OpenSession(t, cli)
 	l, err := etcdlock.NewSemaphore(s1, name, 1).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +219,7 @@ func TestSemaphoreLostGrantAndCrash(t *testing.T) {
 	lctx := l.Context()
 	got := make(chan *etcdlock.Lock, 1)
 	go func() {
-		w, err := etcdlock.NewSemaphore(openSession(t, cli), name, 1).Acquire(ctx)
+		w, err := etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 1).Acquire(ctx)
 		if err != nil {
 			t.Error(err)
 		}

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 func TestSessionBasics(t *testing.T) {
-	cli := newClient(t, nil)
+	cli := shared.TestClient(t)
 	before := time.Now()
-	s := openSession(t, cli, etcdlock.WithTTL(2500*time.Millisecond))
+	s := locktest.OpenSession(t, cli, etcdlock.WithTTL(2500*time.Millisecond))
 	if s.TTL() != 3*time.Second {
 		t.Fatalf("TTL %v, want 3s (rounded up to whole seconds)", s.TTL())
 	}
@@ -33,15 +35,15 @@ func TestSessionBasics(t *testing.T) {
 	if s.Err() != nil {
 		t.Fatal(s.Err())
 	}
-	if id := openSession(t, cli, etcdlock.WithIdentity("billing-7")).Identity(); id != "billing-7" {
+	if id := locktest.OpenSession(t, cli, etcdlock.WithIdentity("billing-7")).Identity(); id != "billing-7" {
 		t.Fatalf("identity %q", id)
 	}
 }
 
 func TestSessionClose(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
 	l := mustLock(t, etcdlock.NewMutex(s, name))
 	lctx := l.Context()
 	if err := s.Close(); err != nil {
@@ -69,15 +71,15 @@ func TestSessionClose(t *testing.T) {
 }
 
 func TestLeaseGoneEndsSessionOnWrite(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	ctx := testCtx(t, 10*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	ctx := embedtest.Context(t, 10*time.Second)
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	// Lock right away: the next keepalive is seconds off, the Put finds the lease gone.
 	start := time.Now()
-	if _, err := etcdlock.NewMutex(s, uniqueName(t)).Lock(ctx); !errors.Is(err, etcdlock.ErrSessionExpired) {
+	if _, err := etcdlock.NewMutex(s, embedtest.UniqueName(t, "test")).Lock(ctx); !errors.Is(err, etcdlock.ErrSessionExpired) {
 		t.Fatalf("Lock on a revoked lease: %v", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -89,13 +91,13 @@ func TestLeaseGoneEndsSessionOnWrite(t *testing.T) {
 }
 
 func TestClosingClientEndsSessions(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli, etcdlock.WithTTL(3*time.Second))
-	name := uniqueName(t)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli, etcdlock.WithTTL(3*time.Second))
+	name := embedtest.UniqueName(t, "test")
 	mustLock(t, etcdlock.NewMutex(s, name))
-	other := openSession(t, nil)
+	other := locktest.OpenSession(t, shared.TestClient(t))
 	got := make(chan time.Time, 1)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	go func() {
 		l, err := etcdlock.NewMutex(other, name).Lock(ctx)
 		if err != nil {
@@ -123,7 +125,7 @@ func TestClosingClientEndsSessions(t *testing.T) {
 
 // TestCrashedClientFreesLock SIGKILLs a child process that holds a lock.
 func TestCrashedClientFreesLock(t *testing.T) {
-	name := uniqueName(t)
+	name := embedtest.UniqueName(t, "test")
 	const ttl = 3 * time.Second
 	cmd, out := startChild(t, "lock", "NAME="+name, "TTL="+ttl.String())
 	line, err := out.ReadString('\n')
@@ -134,8 +136,8 @@ func TestCrashedClientFreesLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openSession(t, nil)
-	ctx := testCtx(t, 30*time.Second)
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	ctx := embedtest.Context(t, 30*time.Second)
 	got := make(chan *etcdlock.Lock, 1)
 	go func() {
 		l, err := etcdlock.NewMutex(s, name).Lock(ctx)
@@ -174,7 +176,7 @@ func TestNoGoroutineOutlivesSessionAndClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cli.Close()
-		ctx := testCtx(t, 30*time.Second)
+		ctx := embedtest.Context(t, 30*time.Second)
 		s1, err := etcdlock.NewSession(ctx, cli)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +185,7 @@ func TestNoGoroutineOutlivesSessionAndClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := uniqueName(t)
+		name := embedtest.UniqueName(t, "test")
 		l, err := etcdlock.NewMutex(s1, name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -98,7 +99,7 @@ func runStateMachine(t *testing.T, kind string, rng *rand.Rand, steps int, opts 
 // newSMRun opens the run's 4 sessions; session 0 reaches etcd through a
 // link only.
 func newSMRun(t *testing.T, kind string, rng *rand.Rand, opts []etcdlock.SessionOption) *smRun {
-	r := &smRun{t: t, kind: kind, rng: rng, opts: opts, cli: newClient(t, nil), name: uniqueName(t), ctx: testCtx(t, 5*time.Minute)}
+	r := &smRun{t: t, kind: kind, rng: rng, opts: opts, cli: shared.TestClient(t), name: embedtest.UniqueName(t, "test"), ctx: embedtest.Context(t, 5*time.Minute)}
 	link, err := shared.NewLink()
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +123,9 @@ func newSMRun(t *testing.T, kind string, rng *rand.Rand, opts []etcdlock.Session
 
 func (r *smRun) newSession(i int) *etcdlock.Session {
 	if i == 0 {
-		return openSession(r.t, r.linkCli, r.opts...)
+		return locktest.OpenSession(r.t, r.linkCli, r.opts...)
 	}
-	return openSession(r.t, r.cli, r.opts...)
+	return locktest.OpenSession(r.t, r.cli, r.opts...)
 }
 
 func (r *smRun) acquire(ctx context.Context, s *etcdlock.Session, write bool) (*etcdlock.Lock, error) {

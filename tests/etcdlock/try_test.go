@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,11 +18,11 @@ import (
 // like any waiter granted after waiting, or the waiter behind it (which
 // watches it for that) never learns it became the front.
 func TestAdoptedGrantTouches(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 60*time.Second)
-	sem := func() *etcdlock.Semaphore { return etcdlock.NewSemaphore(openSession(t, cli), name, 2) }
-	sB, sC := openSession(t, cli), openSession(t, cli)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 60*time.Second)
+	sem := func() *etcdlock.Semaphore { return etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 2) }
+	sB, sC := locktest.OpenSession(t, cli), locktest.OpenSession(t, cli)
 	a1, err := sem().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +111,10 @@ func (h *lostEnqueue) hook(p testhook.Point, err error) error {
 // created since the read"; a waiter's touch (a rewrite of an existing key)
 // must not make it report ErrLocked while there is room.
 func TestTryAcquireIgnoresTouches(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 60*time.Second)
-	holder, err := etcdlock.NewSemaphore(openSession(t, cli), name, 3).Acquire(ctx)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 60*time.Second)
+	holder, err := etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 3).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestTryAcquireIgnoresTouches(t *testing.T) {
 			}
 		}
 	}()
-	sem := etcdlock.NewSemaphore(openSession(t, cli), name, 3)
+	sem := etcdlock.NewSemaphore(locktest.OpenSession(t, cli), name, 3)
 	for i := range 30 {
 		l, err := sem.TryAcquire(ctx)
 		if err != nil {
@@ -158,10 +160,10 @@ func TestTryAcquireIgnoresTouches(t *testing.T) {
 // hold with its own key there), or the grant's token, Guard and Unlock would
 // name a create revision the key does not have.
 func TestTryRLockAdoptsItsKey(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	var n atomic.Int32
 	hook := func(p testhook.Point, err error) error {
 		if p == testhook.Enqueued && err == nil && n.Add(1) == 1 {

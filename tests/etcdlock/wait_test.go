@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 
 	"github.com/etcdlock/etcdlock/embedtest"
@@ -19,10 +20,10 @@ import (
 // while it is held, and never after a write of unknown outcome until the
 // reaper has raised the session's barrier and deleted what the write made.
 func TestSessionReusesKeyNames(t *testing.T) {
-	cli := newClient(t, nil)
-	s := openSession(t, cli)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
+	cli := shared.TestClient(t)
+	s := locktest.OpenSession(t, cli)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
 	m := etcdlock.NewMutex(s, name)
 	l1 := mustLock(t, m)
 	if err := l1.Unlock(ctx); err != nil {
@@ -79,11 +80,11 @@ func TestSessionReusesKeyNames(t *testing.T) {
 // itself costs one read. A cluster of its own keeps other tests' writes out.
 func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 	c := embedtest.Start(t, embedtest.WithMembers(1))
-	cli := newClient(t, c)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
-	ws := openSession(t, cli)
+	cli := c.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
+	ws := locktest.OpenSession(t, cli)
 	hooks := countHooks(t, ws)
 	granted := lockAndUnlock(ctx, etcdlock.NewMutex(ws, name))
 	hooks.awaitWatchCreated(t, ctx)
@@ -106,11 +107,11 @@ func TestWaiterReadsOnlyWhatChanged(t *testing.T) {
 // never opens the watch on its own key (only its predecessor watch); a
 // waiter that waits longer does (TestLostWhileWaiting).
 func TestShortWaitOpensOneWatch(t *testing.T) {
-	cli := newClient(t, nil)
-	name := uniqueName(t)
-	ctx := testCtx(t, 30*time.Second)
-	holder := mustLock(t, etcdlock.NewMutex(openSession(t, cli), name))
-	ws := openSession(t, cli)
+	cli := shared.TestClient(t)
+	name := embedtest.UniqueName(t, "test")
+	ctx := embedtest.Context(t, 30*time.Second)
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), name))
+	ws := locktest.OpenSession(t, cli)
 	setMonitorDelay(t, time.Minute, ws)
 	hooks := countHooks(t, ws)
 	waiter := etcdlock.NewMutex(ws, name)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestGrantStamp: a key granted as it entered the queue is held since its
@@ -12,8 +14,8 @@ import (
 // the background), and so does a semaphore's grant (with its touch) and an
 // election's, whose later Proclaim keeps the stamp.
 func TestGrantStamp(t *testing.T) {
-	cli := newClient(t, nil)
-	ctx := testCtx(t, time.Minute)
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, time.Minute)
 	for _, tc := range []struct {
 		kind string
 		take func(s *etcdlock.Session, name string) (release func() error)
@@ -41,14 +43,14 @@ func TestGrantStamp(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			name := uniqueName(t)
-			releaseFirst := tc.take(openSession(t, cli), name)
+			name := embedtest.UniqueName(t, "test")
+			releaseFirst := tc.take(locktest.OpenSession(t, cli), name)
 			st := waitState(t, cli, name, "the first holder", func(st *etcdlock.LockState) bool { return st.Holder != nil })
 			if h := st.Holder; h.Stamped || !h.Granted.Equal(h.Enqueued) {
 				t.Fatalf("a grant at enqueue: %+v; want Granted = Enqueued, no stamp", h)
 			}
 			next := make(chan func() error, 1)
-			go func() { next <- tc.take(openSession(t, cli), name) }()
+			go func() { next <- tc.take(locktest.OpenSession(t, cli), name) }()
 			waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 			released := time.Now()
 			if err := releaseFirst(); err != nil {

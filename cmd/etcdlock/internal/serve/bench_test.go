@@ -96,8 +96,17 @@ func benchServer(b *testing.B) (*embedtest.Cluster, *Server, string) {
 func startTestServer(tb testing.TB, cfg Config) (*embedtest.Cluster, *Server, string) {
 	tb.Helper()
 	c := embedtest.Start(tb, embedtest.WithMembers(1))
-	cli := c.TestClient(tb)
-	cfg.State = func(context.Context, *clientv3.Client, string) (any, error) { return nil, nil }
+	srv, addr := serveOn(tb, c.TestClient(tb), cfg)
+	return c, srv, addr
+}
+
+// serveOn starts a server of cfg on cli, on TCP, stopped at cleanup; a
+// cfg without State answers /v1/state with null.
+func serveOn(tb testing.TB, cli *clientv3.Client, cfg Config) (*Server, string) {
+	tb.Helper()
+	if cfg.State == nil {
+		cfg.State = func(context.Context, *clientv3.Client, string) (any, error) { return nil, nil }
+	}
 	srv, err := New(cli, cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -113,7 +122,7 @@ func startTestServer(tb testing.TB, cfg Config) (*embedtest.Cluster, *Server, st
 		_ = srv.Serve(ctx, ln)
 	}()
 	tb.Cleanup(func() { cancel(); <-done })
-	return c, srv, ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 func inUse() uint64 {

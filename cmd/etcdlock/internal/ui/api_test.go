@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,16 +39,18 @@ func checkThreeNames(t *testing.T, got locksJSON, tok int64) {
 }
 
 func TestLocksAPI(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	held := lock(t, cli, p+"billing/nightly", "alice")
-	ctx := ctxFor(t, long)
-	go func() { _, _ = etcdlock.NewMutex(session(t, cli, "bob"), p+"billing/nightly").Lock(ctx) }()
-	if _, err := etcdlock.NewSemaphore(session(t, cli, "carol"), p+"pool", 3).Acquire(ctx); err != nil {
+	ctx := embedtest.Context(t, long)
+	go func() {
+		_, _ = etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("bob")), p+"billing/nightly").Lock(ctx)
+	}()
+	if _, err := etcdlock.NewSemaphore(locktest.OpenSession(t, cli, etcdlock.WithIdentity("carol")), p+"pool", 3).Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := etcdlock.NewElection(session(t, cli, "dave"), p+"reports/leader").Campaign(ctx, "dave:8080"); err != nil {
+	if _, err := etcdlock.NewElection(locktest.OpenSession(t, cli, etcdlock.WithIdentity("dave")), p+"reports/leader").Campaign(ctx, "dave:8080"); err != nil {
 		t.Fatal(err)
 	}
 	got := waitLocks(t, hs, "", "three names with bob waiting", func(l locksJSON) bool {
@@ -82,7 +86,7 @@ func TestLocksAPI(t *testing.T) {
 // TestAPIBadInput: bad parameters and names get a clear message and
 // change nothing.
 func TestAPIBadInput(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	for _, tc := range []struct {
@@ -108,7 +112,7 @@ func TestAPIBadInput(t *testing.T) {
 // TestLockAPIEscapedName: a name that needs escaping in etcd's keys and in
 // the URL reads back as itself.
 func TestLockAPIEscapedName(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	name := p + "100% done/a b"
@@ -129,7 +133,7 @@ func TestLockAPIEscapedName(t *testing.T) {
 // TestUnknownPrefix: a prefix with nothing under it is an empty, loaded
 // page, not an error.
 func TestUnknownPrefix(t *testing.T) {
-	_, hs := startUI(t, newClient(t), Config{Prefix: uniquePrefix(t) + "nobody-here/"})
+	_, hs := startUI(t, cluster.TestClient(t), Config{Prefix: uniquePrefix(t) + "nobody-here/"})
 	got := waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded })
 	if got.Names != 0 || len(got.Locks) != 0 || got.Error != "" {
 		t.Fatalf("%+v, want an empty page without error", got)
@@ -140,7 +144,7 @@ func TestUnknownPrefix(t *testing.T) {
 // event stream as timeline events, in etcd's order; closing the stream
 // ends its subscription.
 func TestStreamShowsChanges(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	srv, hs := startUI(t, cli, Config{Prefix: p})
 	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded })
@@ -151,10 +155,10 @@ func TestStreamShowsChanges(t *testing.T) {
 	if ev.Token != int64(held.Token()) || ev.Identity != "alice" {
 		t.Fatalf("granted event %+v, want alice's token %d", ev, held.Token())
 	}
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	granted := make(chan *etcdlock.Lock, 1)
 	go func() {
-		l, err := etcdlock.NewMutex(session(t, cli, "bob"), name).Lock(ctx)
+		l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("bob")), name).Lock(ctx)
 		if err == nil {
 			granted <- l
 		}
@@ -181,17 +185,17 @@ func TestStreamShowsChanges(t *testing.T) {
 
 // TestExpiredOnTimeline: a holder whose lease ends shows as expired.
 func TestExpiredOnTimeline(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded })
 	st := openStream(t, hs)
-	s := session(t, cli, "mallory")
-	l, err := etcdlock.NewMutex(s, p+"job").Lock(ctxFor(t, long))
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("mallory"))
+	l, err := etcdlock.NewMutex(s, p+"job").Lock(embedtest.Context(t, long))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Revoke(ctxFor(t, long), s.Lease()); err != nil {
+	if _, err := cli.Revoke(embedtest.Context(t, long), s.Lease()); err != nil {
 		t.Fatal(err)
 	}
 	st.waitEvent(t, long, func(e event) bool { return e.Kind == kindExpired && e.Token == int64(l.Token()) })
@@ -241,7 +245,7 @@ func checkForgedBreaks(t *testing.T, hs *httptest.Server, body string) {
 }
 
 func TestBreakAPI(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	name := p + "stuck"
 	held := lock(t, cli, name, "alice")
@@ -289,7 +293,7 @@ var _ = clientv3.WithPrefix
 // TestPagesShareOneWatch: opening pages and their event streams asks etcd
 // for nothing new: every stream is fed from the server's one watch.
 func TestPagesShareOneWatch(t *testing.T) {
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	waitLocks(t, hs, "", "the first read", func(l locksJSON) bool { return l.Loaded && l.Names == 0 })

@@ -20,7 +20,7 @@ func TestPermissionDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	team := etcdlock.NamespacePrefix("team-a/")
 	for _, step := range []func() error{
 		func() error { _, err := root.RoleAdd(ctx, "team-a"); return err },

@@ -19,6 +19,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -107,7 +109,7 @@ func waiterSel(name string, token etcdlock.Token) string {
 // moves the waiter to holder.
 func TestBrowserQueue(t *testing.T) {
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	name := p + "billing/nightly"
@@ -118,7 +120,7 @@ func TestBrowserQueue(t *testing.T) {
 	if !strings.Contains(text, "alice@host-1") || !strings.Contains(text, "#"+held.Token().String()) {
 		t.Fatalf("holder shows %q, want alice@host-1 and #%d", text, held.Token())
 	}
-	s := session(t, cli, "bob@host-2")
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("bob@host-2"))
 	m := etcdlock.NewMutex(s, name)
 	var (
 		wg      sync.WaitGroup
@@ -129,13 +131,13 @@ func TestBrowserQueue(t *testing.T) {
 	called := time.Now()
 	go func() {
 		defer wg.Done()
-		granted, lockErr = m.Lock(ctxFor(t, long))
+		granted, lockErr = m.Lock(embedtest.Context(t, long))
 	}()
 	// The waiter's token is its key's create revision: find it on the page.
 	run(t, b, 2*time.Second, "the waiter within 2 s of its Lock call",
 		chromedp.WaitVisible(css(fmt.Sprintf(`tr[data-name=%q] .waiter`, name))))
 	t.Logf("the waiter showed %v after its Lock call", time.Since(called).Round(time.Millisecond))
-	if err := held.Unlock(ctxFor(t, long)); err != nil {
+	if err := held.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -161,7 +163,7 @@ func TestBrowserQueue(t *testing.T) {
 // ErrLockLost) and the timeline says "broken".
 func TestBrowserBreak(t *testing.T) {
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p, AllowBreak: true})
 	name := p + "stuck"
@@ -217,7 +219,7 @@ func TestBrowserBreak(t *testing.T) {
 // TTL, and the timeline says "expired".
 func TestBrowserExpired(t *testing.T) {
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	_, hs := startUI(t, cli, Config{Prefix: p})
 	name := p + "crashy"
@@ -238,7 +240,7 @@ func TestBrowserExpired(t *testing.T) {
 // filters.
 func TestBrowserTenThousand(t *testing.T) {
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	const n = 10000
 	holdMany(t, cli, p, n)
@@ -265,7 +267,7 @@ func TestBrowserTenThousand(t *testing.T) {
 // until cleanup.
 func holdMany(t testing.TB, cli *clientv3.Client, prefix string, n int) {
 	t.Helper()
-	s := session(t, cli, "many")
+	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("many"))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	names := make(chan string, n)
@@ -273,7 +275,7 @@ func holdMany(t testing.TB, cli *clientv3.Client, prefix string, n int) {
 		names <- fmt.Sprintf("%sn-%05d", prefix, i)
 	}
 	close(names)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	for w := 0; w < 64; w++ {
 		wg.Add(1)
 		go func() {

@@ -5,10 +5,10 @@ package ui
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/etcdlock/etcdlock/internal/etcderr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -144,15 +144,10 @@ func (c *ttlCache) ask(ctx context.Context, id clientv3.LeaseID) (int64, bool) {
 	defer cancel()
 	resp, err := cli.TimeToLive(actx, id)
 	switch {
-	case err != nil && isLeaseNotFound(err):
+	case err != nil && etcderr.IsLeaseNotFound(err):
 		return -1, true
 	case err != nil:
 		return 0, false
 	}
 	return resp.TTL, true
-}
-
-// isLeaseNotFound reports etcd's "requested lease not found".
-func isLeaseNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "requested lease not found")
 }

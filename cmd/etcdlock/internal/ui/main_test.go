@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -93,32 +94,10 @@ func uniquePrefix(t testing.TB) string {
 	return fmt.Sprintf("ui-test/%s-%d/", strings.ReplaceAll(t.Name(), "/", "."), seq.Add(1))
 }
 
-func newClient(t testing.TB) *clientv3.Client {
-	t.Helper()
-	return cluster.TestClient(t)
-}
-
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// session opens a session with identity, closed at cleanup.
-func session(t testing.TB, cli *clientv3.Client, identity string) *etcdlock.Session {
-	t.Helper()
-	s, err := etcdlock.NewSession(ctxFor(t, long), cli, etcdlock.WithIdentity(identity))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
 // lock takes name as identity, held until cleanup.
 func lock(t testing.TB, cli *clientv3.Client, name, identity string) *etcdlock.Lock {
 	t.Helper()
-	l, err := etcdlock.NewMutex(session(t, cli, identity), name).Lock(ctxFor(t, long))
+	l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity(identity)), name).Lock(embedtest.Context(t, long))
 	if err != nil {
 		t.Fatal(err)
 	}

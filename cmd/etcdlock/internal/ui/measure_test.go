@@ -13,6 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestWriteScreenshot writes a screenshot of the page with a few queues to
@@ -23,27 +25,27 @@ func TestWriteScreenshot(t *testing.T) {
 		t.Skip("set ETCDLOCK_UI_SCREENSHOT=$PWD/docs/ui.png (from the repository root) to write the screenshot in docs/ui.md")
 	}
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := "demo/"
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	_, hs := startUI(t, cli, Config{Prefix: p, AllowBreak: true})
 	st := openStream(t, hs)
 	_ = st
 	lock(t, cli, p+"billing/nightly", "cron@billing-1")
 	for _, who := range []string{"cron@billing-2", "cron@billing-3"} {
-		s := session(t, cli, who)
+		s := locktest.OpenSession(t, cli, etcdlock.WithIdentity(who))
 		go func() { _, _ = etcdlock.NewMutex(s, p+"billing/nightly").Lock(ctx) }()
 		time.Sleep(150 * time.Millisecond) // an order to show, not a synchronisation
 	}
 	for _, who := range []string{"worker-a", "worker-b", "worker-c"} {
-		s := session(t, cli, who)
+		s := locktest.OpenSession(t, cli, etcdlock.WithIdentity(who))
 		go func() { _, _ = etcdlock.NewSemaphore(s, p+"exports/pool", 2).Acquire(ctx) }()
 	}
-	if _, err := etcdlock.NewElection(session(t, cli, "reports-7f9c"), p+"reports/leader").Campaign(ctx, "10.0.3.17:8080"); err != nil {
+	if _, err := etcdlock.NewElection(locktest.OpenSession(t, cli, etcdlock.WithIdentity("reports-7f9c")), p+"reports/leader").Campaign(ctx, "10.0.3.17:8080"); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		_, _ = etcdlock.NewElection(session(t, cli, "reports-2b41"), p+"reports/leader").Campaign(ctx, "10.0.3.18:8080")
+		_, _ = etcdlock.NewElection(locktest.OpenSession(t, cli, etcdlock.WithIdentity("reports-2b41")), p+"reports/leader").Campaign(ctx, "10.0.3.18:8080")
 	}()
 	for i := 0; i < 8; i++ {
 		l := lock(t, cli, fmt.Sprintf("%sshards/%02d", p, i), fmt.Sprintf("consumer-%d", i%3))
@@ -69,7 +71,7 @@ func TestScale100k(t *testing.T) {
 		t.Skip("set ETCDLOCK_UI_SCALE=1 to measure the page with 100,000 held locks (a few minutes)")
 	}
 	b := browser(t)
-	cli := newClient(t)
+	cli := cluster.TestClient(t)
 	p := uniquePrefix(t)
 	const n = 100000
 	start := time.Now()

@@ -10,7 +10,7 @@ import (
 // without) its script: a <noscript> that points to the commands that show
 // the same, and a table that is not empty.
 func TestPageWithoutScript(t *testing.T) {
-	_, hs := startUI(t, newClient(t), Config{Prefix: uniquePrefix(t)})
+	_, hs := startUI(t, cluster.TestClient(t), Config{Prefix: uniquePrefix(t)})
 	resp, err := hs.Client().Get(hs.URL + "/")
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // timeline as moving, then moved; Break reaches the name's cluster.
 func TestShardedPage(t *testing.T) {
 	clis, r := startShards(t)
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	_, hs := startUI(t, clis[0], Config{AllowBreak: true, Clusters: []Source{{ID: "a", Client: clis[0]}, {ID: "b", Client: clis[1]}}})
 	st := openStream(t, hs)
 	s, err := etcdlock.NewShardedSession(ctx, r, etcdlock.WithIdentity("erin"))
@@ -59,7 +59,7 @@ func startShards(t *testing.T) ([]*clientv3.Client, *etcdlock.Shards) {
 	t.Helper()
 	cs := embedtest.StartClusters(t, 2, embedtest.WithMembers(1))
 	clis := []*clientv3.Client{cs[0].TestClient(t), cs[1].TestClient(t)}
-	ctx := ctxFor(t, long)
+	ctx := embedtest.Context(t, long)
 	if err := etcdlock.CreateShards(ctx, clis[0], map[string][]string{"a": cs[0].Endpoints(), "b": cs[1].Endpoints()}, nil); err != nil {
 		t.Fatal(err)
 	}

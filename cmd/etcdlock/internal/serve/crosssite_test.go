@@ -1,12 +1,12 @@
-//go:build unix
-
-package main
+package serve
 
 import (
 	"bufio"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestServeRefusesCrossSite: what a web page could send is refused before
@@ -15,8 +15,7 @@ import (
 // server (DNS rebinding), and a body that is not JSON. An Origin given
 // with --allow-origin, and a Host given with --allow-host, are served.
 func TestServeRefusesCrossSite(t *testing.T) {
-	srv := startServer(t, nil, "--listen", "127.0.0.1:0",
-		"--allow-origin", "https://ops.example", "--allow-host", "locks.internal")
+	srv := startServer(t, nil, Config{AllowOrigins: []string{"https://ops.example"}, AllowHosts: []string{"locks.internal"}})
 	port := srv.addr[strings.LastIndex(srv.addr, ":")+1:]
 	for _, tc := range []struct {
 		what       string
@@ -37,9 +36,9 @@ func TestServeRefusesCrossSite(t *testing.T) {
 		{"allowed host", "LOCKS.internal:" + port, "", "application/json", 200, ""},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			name := uniqueName(t)
+			name := embedtest.UniqueName(t, "serve")
 			body := `{"name":"` + name + `","try":true}`
-			req, err := http.NewRequestWithContext(ctxFor(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
+			req, err := http.NewRequestWithContext(embedtest.Context(t, long), "POST", "http://"+srv.addr+"/v1/hold", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +65,7 @@ func TestServeRefusesCrossSite(t *testing.T) {
 			if tc.status == 200 && !strings.Contains(string(b), `"event":"granted"`) {
 				t.Fatalf("first line %s; want a grant", b)
 			}
-			if keys := keysOf(t, name); tc.status != 200 && len(keys) != 0 {
+			if keys := srv.keysOf(t, name); tc.status != 200 && len(keys) != 0 {
 				t.Fatalf("a refused request left keys: %v", keys)
 			}
 		})
