@@ -68,7 +68,7 @@ var (
 	// answer: MoveSlot and AbortMove then record and change nothing.
 	ErrUnavailable = errors.New("etcdlock: cluster unavailable")
 	// ErrTokenOverflow is returned by an acquisition of a sharded session on
-	// a cluster whose revision is past MaxRevision: its token could not
+	// a cluster whose revision is past 2^44-1: its token could not
 	// carry the generation. Nothing is held then.
 	ErrTokenOverflow = errors.New("etcdlock: token overflow")
 	// ErrSlotMoving is returned by Election.Leader on a sharded session

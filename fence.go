@@ -13,7 +13,7 @@ const TokenHeader = "Fencing-Token"
 // and strictly increases from one grant of a name to the next, so a resource
 // that remembers the highest token it has seen can reject a write from an
 // older holder (see Fence). On a sharded session a token also carries its
-// cluster's generation above bit GenerationShift (Token.Generation), so
+// cluster's generation above bit 44 (Token.Generation), so
 // tokens of a name keep growing when its slot moves to another cluster
 // (see NewShardedSession). Tokens of unrelated etcd clusters cannot be
 // compared; after a restore from a snapshot they keep increasing only if the

@@ -217,7 +217,7 @@ type keyValue struct {
 	Delay    int64  `json:"delay,omitempty"`
 	Pass     int64  `json:"pass,omitempty"`
 	// Gen is the generation of the slot the key was created under (0: a
-	// cluster that is not sharded); its token is Gen<<GenerationShift |
+	// cluster that is not sharded); its token is Gen<<generationShift |
 	// its create revision.
 	Gen int64 `json:"gen,omitempty"`
 }

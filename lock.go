@@ -22,7 +22,7 @@ type Lock struct {
 }
 
 // Token returns the grant's fencing token: the create revision of its key,
-// with the generation of its cluster above bit GenerationShift on a sharded
+// with the generation of its cluster above bit 44 on a sharded
 // session (0 otherwise).
 func (l *Lock) Token() Token { return l.w.token() }
 

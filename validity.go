@@ -4,7 +4,10 @@ package etcdlock
 // certainly alive on the server, as far as this process can know, fed by
 // the keeper's acknowledged keepalives (DESIGN.md, "The validity clock").
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // margin is subtracted from every validity deadline: TTL/100 + 50ms.
 func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
@@ -40,6 +43,28 @@ func (s *Session) live() error {
 	if ran {
 		s.expire(ErrSessionExpired, ReasonValidityClock)
 		return ErrSessionExpired
+	}
+	return nil
+}
+
+// wanted returns nil while ctx and the session go on, else why not.
+func (s *Session) wanted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(ctx, err)
+	}
+	return s.live()
+}
+
+// grantable returns nil when ws may be granted on s: ctx and s go on, and
+// each token can carry its generation.
+func (s *Session) grantable(ctx context.Context, ws ...*waiter) error {
+	if err := s.wanted(ctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := checkTokenSpace(w.sk.gen, w.rev); err != nil {
+			return err
+		}
 	}
 	return nil
 }
