@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Election elects one leader among the candidates of a name, in the order
@@ -59,7 +61,7 @@ func (e *Election) queue(verb string) (queue, error) {
 // used by another kind of recipe, and ErrInvalidName or ErrInvalidArgument
 // for bad input; it leaves no key behind then.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	return routed(ctx, e.s, e.name, tagElection, "campaign", false, func(q queue) (*Leadership, error) {
+	return acquisition(ctx, e.s, e.name, tagElection, "campaign", false, func(q queue) (*Leadership, error) {
 		w, err := q.acquire(ctx, value, exclusive{})
 		if err != nil {
 			return nil, err
@@ -101,7 +103,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 		return lr.info, nil
 	case !lr.settled:
 		return LeaderInfo{}, q.errorf(fmt.Errorf("%w: nobody leads on cluster %s, but slot %d is moving or not active there",
-			ErrSlotMoving, q.s.shard.id, SlotOf(q.name)))
+			ErrSlotMoving, q.s.stamps.id, layout.SlotOf(q.name)))
 	}
 	return LeaderInfo{}, q.errorf(ErrNoLeader)
 }
@@ -127,14 +129,14 @@ func (q queue) leader(ctx context.Context, kv clientv3.KV, rev int64) (leaderRea
 	first := clientv3.OpGet(q.dir, append(clientv3.WithFirstCreate(), at...)...)
 	lr := leaderRead{settled: true}
 	var kvs []*mvccpb.KeyValue
-	if c := q.s.shard; c != nil {
-		slot := SlotOf(q.name)
-		resp, err := kv.Txn(ctx).Then(first, clientv3.OpGet(stampKey(slot), at...)).Commit()
+	if c := q.s.stamps; c != nil {
+		slot := layout.SlotOf(q.name)
+		resp, err := kv.Txn(ctx).Then(first, clientv3.OpGet(layout.StampKey(slot), at...)).Commit()
 		if err != nil {
 			return leaderRead{}, err
 		}
 		kvs, lr.rev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
-		lr.settled = c.settled(slot, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
+		lr.settled = c.settled(slot, layout.DecodeStamp(resp.Responses[1].GetResponseRange().Kvs))
 	} else {
 		resp, err := kv.Do(ctx, first)
 		if err != nil {

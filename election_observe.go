@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Observe returns a channel that receives the current leader at once and
@@ -125,7 +127,7 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 func (q queue) report(out *latest, lr leaderRead) {
 	if lr.info == (LeaderInfo{}) && !lr.settled {
 		q.s.log.Debug("observe: nobody leads here but the slot is moving; waiting for it to settle",
-			zap.String("election", q.name), zap.Int("slot", SlotOf(q.name)), zap.Int64("revision", lr.rev))
+			zap.String("election", q.name), zap.Int("slot", layout.SlotOf(q.name)), zap.Int64("revision", lr.rev))
 		return
 	}
 	out.publish(lr.info)

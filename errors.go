@@ -56,17 +56,6 @@ var (
 	// Locks.Context, the context Run and RunOnce hand to fn, or a context
 	// derived from them): it could only wait behind the caller's own grant.
 	ErrWouldDeadlock = errors.New("etcdlock: would deadlock")
-	// ErrMoveInProgress is returned by MoveSlot when the slot is already
-	// being moved by another call (or a call that stopped before it
-	// finished: resume it with MoveOptions.Resume).
-	ErrMoveInProgress = errors.New("etcdlock: move in progress")
-	// ErrMoveAborted is returned by MoveSlot when the move it carries out
-	// was aborted (AbortMove), or was finished by another call and followed
-	// by a later move, while it ran: it wrote nothing after that.
-	ErrMoveAborted = errors.New("etcdlock: move aborted")
-	// ErrUnavailable is returned when a cluster an operation needs does not
-	// answer: MoveSlot and AbortMove then record and change nothing.
-	ErrUnavailable = errors.New("etcdlock: cluster unavailable")
 	// ErrTokenOverflow is returned by an acquisition of a sharded session on
 	// a cluster whose revision is past 2^44-1: its token could not
 	// carry the generation. Nothing is held then.

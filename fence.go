@@ -15,7 +15,7 @@ const TokenHeader = "Fencing-Token"
 // older holder (see Fence). On a sharded session a token also carries its
 // cluster's generation above bit 44 (Token.Generation), so
 // tokens of a name keep growing when its slot moves to another cluster
-// (see NewShardedSession). Tokens of unrelated etcd clusters cannot be
+// (see package shard). Tokens of unrelated etcd clusters cannot be
 // compared; after a restore from a snapshot they keep increasing only if the
 // restore bumped the revision (etcdutl snapshot restore --bump-revision).
 type Token int64

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"strings"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // FuzzNameEscaping checks the key layout on any name: escaping round-trips,
@@ -65,11 +67,11 @@ func TestKeyPrefix(t *testing.T) {
 // parses back to it.
 func checkNameRoundTrip(t *testing.T, name string) {
 	t.Helper()
-	esc := escapeName(name)
+	esc := layout.EscapeName(name)
 	if strings.Contains(esc, nameEnd) {
 		t.Fatalf("escaped %q contains %q: %q", name, nameEnd, esc)
 	}
-	back, ok := unescapeName(esc)
+	back, ok := layout.UnescapeName(esc)
 	if !ok || back != name {
 		t.Fatalf("round trip of %q: %q %v", name, back, ok)
 	}

@@ -127,3 +127,23 @@ func asLock(w *waiter, err error) (*Lock, error) {
 	}
 	return &Lock{w: w}, nil
 }
+
+// acquisition runs op, one acquisition of name (of kind tag, for verb), on
+// the queue of name on s. A session without a router (every session of
+// NewSession) runs it here, at once: only a routed session's goes through
+// its router (routed, route.go). A plain session of a member cluster of a
+// sharded deployment is refused here (errShardMember, member.go).
+func acquisition[T any](ctx context.Context, s *Session, name, tag, verb string, try bool, op func(queue) (T, error)) (T, error) {
+	var zero T
+	if s != nil && s.router != nil {
+		return routed(ctx, s, name, tag, verb, try, op)
+	}
+	q, err := newQueue(s, name, tag, verb)
+	if err != nil {
+		return zero, err
+	}
+	if s.member {
+		return zero, q.errorf(errShardMember)
+	}
+	return op(q)
+}

@@ -9,13 +9,14 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 )
 
 // The backoffs of the package's retry loops.
@@ -92,7 +93,7 @@ func classify(err error) outcome {
 	switch {
 	case err == nil:
 		return applied
-	case isLeaseNotFound(err):
+	case etcdx.IsLeaseNotFound(err):
 		return leaseGone
 	case permanent(err), errors.Is(err, errSlotMoved):
 		return refused
@@ -116,11 +117,6 @@ func codeOf(err error) codes.Code {
 		return ee.Code()
 	}
 	return status.Code(err)
-}
-
-func isLeaseNotFound(err error) bool {
-	return err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) ||
-		strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error()))
 }
 
 // leaseLost ends the session because a request found its lease gone, and

@@ -8,6 +8,8 @@ import (
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // init hands the internals that the tests in the tests module check to
@@ -49,7 +51,7 @@ func init() {
 func initKeyHooks() {
 	testhook.KeyRoot, testhook.ListPage = keyRoot, listPage
 	testhook.TagMutex, testhook.TagElection = tagMutex, tagElection
-	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, escapeName, listPrefix
+	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, layout.EscapeName, listPrefix
 	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
 	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
 	testhook.EncodeValue = func(identity, value string, at, granted time.Time) string {

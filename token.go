@@ -5,12 +5,16 @@ package etcdlock
 // that granted it above bit generationShift, and the key's create revision
 // below it (DESIGN.md, "More than one cluster").
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
+)
 
 const (
 	// generationShift is where a token's generation starts: a token is
 	// generation<<generationShift | create revision.
-	generationShift = 44
+	generationShift = layout.GenerationShift
 	// maxRevision is the highest create revision a sharded grant's token
 	// can carry; a sharded grant at a higher revision is refused
 	// (ErrTokenOverflow).

@@ -16,10 +16,9 @@ func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecon
 // server, as far as this process can know: the send time of the last
 // acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
 // session is lost at that moment unless a later keepalive is acknowledged.
-// For a sharded session it is the earliest of its cluster sessions'.
 func (s *Session) ValidUntil() time.Time {
-	if s.shards != nil {
-		return s.shardedValidUntil()
+	if s.router != nil {
+		return s.router.validUntil()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -29,7 +28,7 @@ func (s *Session) ValidUntil() time.Time {
 // live returns nil while the session is live and its validity clock (both
 // monotonic and wall) is ahead; else the error that ended it.
 func (s *Session) live() error {
-	if s.shards != nil {
+	if s.router != nil {
 		return s.Err() // its cluster sessions have the clocks
 	}
 	s.mu.Lock()

@@ -1,7 +1,11 @@
-package etcdlock
-
-// This file holds which slot a name lives in (DESIGN.md, "More than one
-// cluster").
+// Package layout holds the frozen key layout of sharding that both package
+// etcdlock (the stamp guard inside its enqueue Txn, the member check of
+// NewSession) and package shard (the map, the admin calls, the move) read
+// and write: the shard keys, which slot a name lives in, a slot's stamp,
+// and the generation's place in a token. Every build must agree on it
+// (DESIGN.md, "More than one cluster"). Being internal, it is no part of
+// the public API.
+package layout
 
 import (
 	"hash/crc32"
@@ -12,8 +16,13 @@ const (
 	// NumSlots is the number of slots names are hashed into; a slot is the
 	// unit that lives on one cluster and moves between clusters.
 	NumSlots = 4096
-	// maxGeneration keeps generation<<generationShift positive in an int64.
-	maxGeneration = 1<<(63-generationShift) - 1
+	// GenerationShift is where a token's generation starts: a token is
+	// generation<<GenerationShift | create revision.
+	GenerationShift = 44
+	// MaxRevision is the highest create revision a sharded token carries.
+	MaxRevision = 1<<GenerationShift - 1
+	// MaxGeneration keeps generation<<GenerationShift positive in an int64.
+	MaxGeneration = 1<<(63-GenerationShift) - 1
 )
 
 // ShardKey returns the part of name that decides its slot: the text inside
