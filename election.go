@@ -75,12 +75,12 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 }
 
 // Leader returns the current leader, read on the session's cluster (on a
-// sharded session, the cluster the map gives the name's slot: during a
+// shard.Session's election, the cluster the map gives the name's slot: during a
 // move, the source, whose leader leads until its term ends in the drain).
 // It returns an error wrapping:
 //
 //   - ErrNoLeader when nobody leads;
-//   - ErrSlotMoving, on a sharded session, instead of ErrNoLeader when
+//   - ErrSlotMoving, for an election of a shard.Session, instead of ErrNoLeader when
 //     nobody leads there but the slot is not settled there (a move of it
 //     is recorded, or its stamp there is not active): whether anybody
 //     leads cannot be known until the move ends;
@@ -119,7 +119,7 @@ type leaderRead struct {
 }
 
 // leader reads, over kv, the first candidate of q at rev (0: now,
-// linearizable), and on a sharded session's cluster the slot's stamp at the
+// linearizable), and on a routed session's cluster the slot's stamp at the
 // same revision.
 func (q queue) leader(ctx context.Context, kv clientv3.KV, rev int64) (leaderRead, error) {
 	var at []clientv3.OpOption

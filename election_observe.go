@@ -23,7 +23,7 @@ import (
 // errors; it closes the channel when ctx ends (at once for an invalid name or
 // a nil session) or when the session's client is closed.
 //
-// On a sharded session it follows the cluster the map gives the name's
+// For an election of a shard.Session it follows the cluster the map gives the name's
 // slot, and moves with the slot:
 //
 //   - while the slot is settled there (active, no move recorded), as above;
@@ -87,7 +87,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 }
 
 // observeOnce reads and follows the leader on the session that holds q's
-// name (caller's, or its cluster's on a sharded session) until the follow
+// name (caller's, or its cluster's on a routed session) until the follow
 // fails, or the slot map changes (then the name may live elsewhere).
 func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b *backoff) error {
 	s, changed, err := caller.routeRead(ctx, q.name)

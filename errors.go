@@ -56,11 +56,11 @@ var (
 	// Locks.Context, the context Run and RunOnce hand to fn, or a context
 	// derived from them): it could only wait behind the caller's own grant.
 	ErrWouldDeadlock = errors.New("etcdlock: would deadlock")
-	// ErrTokenOverflow is returned by an acquisition of a sharded session on
+	// ErrTokenOverflow is returned by an acquisition of a shard.Session on
 	// a cluster whose revision is past 2^44-1: its token could not
 	// carry the generation. Nothing is held then.
 	ErrTokenOverflow = errors.New("etcdlock: token overflow")
-	// ErrSlotMoving is returned by Election.Leader on a sharded session
+	// ErrSlotMoving is returned by Election.Leader for an election of a shard.Session
 	// when nobody leads on the cluster the map gives the name's slot while
 	// that slot is not settled there (a move of it is recorded, or its
 	// stamp there is not active): the leader may be elsewhere, or about to

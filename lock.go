@@ -22,8 +22,8 @@ type Lock struct {
 }
 
 // Token returns the grant's fencing token: the create revision of its key,
-// with the generation of its cluster above bit 44 on a sharded
-// session (0 otherwise).
+// with the generation of its cluster above bit 44 for a grant of a
+// shard.Session (0 otherwise).
 func (l *Lock) Token() Token { return l.w.token() }
 
 // Key returns the grant's etcd key.

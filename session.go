@@ -98,7 +98,7 @@ type Session struct {
 // slot could not freeze them, and a name could be held on two clusters.
 // So NewSession reads whether the cluster is a member: whether it holds
 // etcdlock-shards/generation (every cluster shard.Create records, and one
-// of AddCluster once a slot moved to it). On a member the session opens,
+// of shard.Shards.AddCluster once a slot moved to it). On a member the session opens,
 // but every acquisition on it (Lock, TryLock, RLock, Acquire, Campaign,
 // LockAll, Run, RunOnce and their Try forms) returns an error wrapping
 // ErrInvalidArgument that says to use shard.NewSession, and writes

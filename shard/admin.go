@@ -1,7 +1,7 @@
 package shard
 
 // This file holds what operators do to a sharded deployment besides moving
-// slots (move.go) and keeping the clusters' records (shardclusters.go):
+// slots (move.go) and keeping the clusters' records (clusters.go):
 // create it, raise a cluster's generation.
 
 import (
