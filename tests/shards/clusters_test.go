@@ -40,11 +40,11 @@ func TestCheckEndpoints(t *testing.T) {
 	}
 }
 
-// TestSetClusterEndpoints: a cluster's new endpoints (a link to the same
+// TestSetEndpoints: a cluster's new endpoints (a link to the same
 // cluster) are recorded with its generation kept; a Shards moves its
 // client to them, so the grant held there lives on, and the next
 // acquisition goes through the new ones. Bad calls change nothing.
-func TestSetClusterEndpoints(t *testing.T) {
+func TestSetEndpoints(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
@@ -90,7 +90,7 @@ func TestSetClusterEndpoints(t *testing.T) {
 		eps []string
 	}{{"c9", link.Endpoints()}, {"c1", nil}, {"bad id", link.Endpoints()}} {
 		if err := d.admin.SetEndpoints(ctx, tc.id, tc.eps); !errors.Is(err, etcdlock.ErrInvalidArgument) {
-			t.Errorf("SetClusterEndpoints(%q, %v) = %v, want ErrInvalidArgument", tc.id, tc.eps, err)
+			t.Errorf("SetEndpoints(%q, %v) = %v, want ErrInvalidArgument", tc.id, tc.eps, err)
 		}
 	}
 }
