@@ -90,3 +90,10 @@ func TestValidateClusterID(t *testing.T) {
 		}
 	}
 }
+
+// TestNumSlots: the exported count is the layout's.
+func TestNumSlots(t *testing.T) {
+	if NumSlots != layout.NumSlots {
+		t.Fatalf("NumSlots %d, layout.NumSlots %d", NumSlots, layout.NumSlots)
+	}
+}
