@@ -22,9 +22,10 @@ import (
 
 // Router is the seam for package shard: a slot map a routed session follows
 // to put each name on the cluster that owns its slot. Users do not
-// implement or call it; they open a shard.Session, which implements it over
-// a shard.Shards. The core reads nothing else of sharding: the stamp guard
-// of each cluster session (inside its enqueue Txn) is the core's own.
+// implement or call it: package shard implements it over its map
+// (shard.Shards) and hands it to the core in shard.NewSession. The core
+// reads nothing else of sharding: the stamp guard of each cluster session
+// (inside its enqueue Txn) is the core's own.
 type Router interface {
 	// Owner returns the id of the cluster that owns slot now (during a
 	// move, the source, which holds the slot's names until the map
