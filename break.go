@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Break deletes exactly the grant of name whose token is token: the
@@ -53,7 +55,7 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 	}
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", token.Revision())). // a sharded token carries its generation above
-		Then(clientv3.OpDelete(key), brokenOp(key, int64(token), lease)).
+		Then(clientv3.OpDelete(key), layout.BrokenOp(key, int64(token), lease)).
 		Commit()
 	switch {
 	case classify(err) == leaseGone:

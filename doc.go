@@ -16,6 +16,12 @@
 // the highest it has seen (Fence), or make etcd writes conditional on
 // Lock.Guard.
 //
+// # More than one cluster
+//
+// Package github.com/etcdlock/etcdlock/shard spreads names over several etcd
+// clusters: its shard.Session makes this package's recipes on the cluster
+// that owns each name's slot. This package never imports it.
+//
 // # Keys
 //
 // Every key lives under "etcdlock/<escaped name>%/<kind tag>/<lease hex>-<waiter id hex>",

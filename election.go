@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Election elects one leader among the candidates of a name, in the order
@@ -55,7 +57,7 @@ func (e *Election) queue(verb string) (queue, error) {
 // used by another kind of recipe, and ErrInvalidName or ErrInvalidArgument
 // for bad input; it leaves no key behind then.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	return routed(ctx, e.s, e.name, tagElection, "campaign", false, func(q queue) (*Leadership, error) {
+	return acquisition(ctx, e.s, e.name, tagElection, "campaign", false, func(q queue) (*Leadership, error) {
 		w, err := q.acquire(ctx, value, exclusive{})
 		if err != nil {
 			return nil, err
@@ -69,12 +71,12 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 }
 
 // Leader returns the current leader, read on the session's cluster (on a
-// sharded session, the cluster the map gives the name's slot: during a
+// shard.Session's election, the cluster the map gives the name's slot: during a
 // move, the source, whose leader leads until its term ends in the drain).
 // It returns an error wrapping:
 //
 //   - ErrNoLeader when nobody leads;
-//   - ErrSlotMoving, on a sharded session, instead of ErrNoLeader when
+//   - ErrSlotMoving, for an election of a shard.Session, instead of ErrNoLeader when
 //     nobody leads there but the slot is not settled there (a move of it
 //     is recorded, or its stamp there is not active): whether anybody
 //     leads cannot be known until the move ends;
@@ -97,7 +99,7 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 		return lr.info, nil
 	case !lr.settled:
 		return LeaderInfo{}, q.errorf(fmt.Errorf("%w: nobody leads on cluster %s, but slot %d is moving or not active there",
-			ErrSlotMoving, q.s.shard.id, SlotOf(q.name)))
+			ErrSlotMoving, q.s.stamps.id, layout.SlotOf(q.name)))
 	}
 	return LeaderInfo{}, q.errorf(ErrNoLeader)
 }
@@ -113,7 +115,7 @@ type leaderRead struct {
 }
 
 // leader reads, over kv, the first candidate of q at rev (0: now,
-// linearizable), and on a sharded session's cluster the slot's stamp at the
+// linearizable), and on a routed session's cluster the slot's stamp at the
 // same revision.
 func (q queue) leader(ctx context.Context, kv clientv3.KV, rev int64) (leaderRead, error) {
 	var at []clientv3.OpOption
@@ -123,14 +125,14 @@ func (q queue) leader(ctx context.Context, kv clientv3.KV, rev int64) (leaderRea
 	first := clientv3.OpGet(q.dir, append(clientv3.WithFirstCreate(), at...)...)
 	lr := leaderRead{settled: true}
 	var kvs []*mvccpb.KeyValue
-	if c := q.s.shard; c != nil {
-		slot := SlotOf(q.name)
-		resp, err := kv.Txn(ctx).Then(first, clientv3.OpGet(stampKey(slot), at...)).Commit()
+	if c := q.s.stamps; c != nil {
+		slot := layout.SlotOf(q.name)
+		resp, err := kv.Txn(ctx).Then(first, clientv3.OpGet(layout.StampKey(slot), at...)).Commit()
 		if err != nil {
 			return leaderRead{}, err
 		}
 		kvs, lr.rev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
-		lr.settled = c.settled(slot, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
+		lr.settled = c.settled(slot, layout.DecodeStamp(resp.Responses[1].GetResponseRange().Kvs))
 	} else {
 		resp, err := kv.Do(ctx, first)
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Observe returns a channel that receives the current leader at once and
@@ -21,7 +23,7 @@ import (
 // errors; it closes the channel when ctx ends (at once for an invalid name or
 // a nil session) or when the session's client is closed.
 //
-// On a sharded session it follows the cluster the map gives the name's
+// For an election of a shard.Session it follows the cluster the map gives the name's
 // slot, and moves with the slot:
 //
 //   - while the slot is settled there (active, no move recorded), as above;
@@ -85,7 +87,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 }
 
 // observeOnce reads and follows the leader on the session that holds q's
-// name (caller's, or its cluster's on a sharded session) until the follow
+// name (caller's, or its cluster's on a routed session) until the follow
 // fails, or the slot map changes (then the name may live elsewhere).
 func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b *backoff) error {
 	s, changed, err := caller.routeRead(ctx, q.name)
@@ -125,7 +127,7 @@ func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b 
 func (q queue) report(out *latest, lr leaderRead) {
 	if lr.info == (LeaderInfo{}) && !lr.settled {
 		q.s.log.Debug("observe: nobody leads here but the slot is moving; waiting for it to settle",
-			zap.String("election", q.name), zap.Int("slot", SlotOf(q.name)), zap.Int64("revision", lr.rev))
+			zap.String("election", q.name), zap.Int("slot", layout.SlotOf(q.name)), zap.Int64("revision", lr.rev))
 		return
 	}
 	out.publish(lr.info)

@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Broken is what a name's break marker says: Break deleted the key of Token
@@ -27,13 +29,6 @@ type Broken struct {
 	At    time.Time // when, by the breaking client's clock (millisecond precision)
 }
 
-// brokenValue is the JSON value of a break marker.
-type brokenValue struct {
-	V     int   `json:"v"`
-	Token int64 `json:"token"`
-	At    int64 `json:"at"` // unix milliseconds
-}
-
 // BrokenOf returns the break marker kv holds; ok is false when kv is not
 // one.
 func BrokenOf(kv *mvccpb.KeyValue) (b Broken, ok bool) {
@@ -41,24 +36,16 @@ func BrokenOf(kv *mvccpb.KeyValue) (b Broken, ok bool) {
 	if !ok {
 		return Broken{}, false
 	}
-	escaped, ok := strings.CutSuffix(rest, brokenSuffix)
+	escaped, ok := strings.CutSuffix(rest, layout.BrokenSuffix)
 	if !ok {
 		return Broken{}, false
 	}
-	name, ok := unescapeName(escaped)
-	var v brokenValue
+	name, ok := layout.UnescapeName(escaped)
+	var v layout.BrokenValue
 	if !ok || json.Unmarshal(kv.Value, &v) != nil || v.V != 1 {
 		return Broken{}, false
 	}
 	return Broken{Name: name, Token: Token(v.Token), At: time.UnixMilli(v.At)}, true
-}
-
-// brokenOp is the break marker's write for the queue key key of create
-// revision rev, attached to lease (the broken holder's).
-func brokenOp(key string, rev int64, lease clientv3.LeaseID) clientv3.Op {
-	dir := key[:strings.Index(key, nameEnd)]
-	b, _ := json.Marshal(brokenValue{V: 1, Token: rev, At: time.Now().UnixMilli()}) // cannot fail
-	return clientv3.OpPut(dir+brokenSuffix, string(b), clientv3.WithLease(lease))
 }
 
 // SessionOfKey reports whether key is a session's barrier key of a name
@@ -79,7 +66,7 @@ func SessionOfKey(key string) (name string, lease clientv3.LeaseID, ok bool) {
 	if i < 0 {
 		return "", 0, false
 	}
-	name, ok = unescapeName(rest[:i])
+	name, ok = layout.UnescapeName(rest[:i])
 	id, err := strconv.ParseUint(rest[i+len(barrierEnd):], 16, 63)
 	if !ok || err != nil || id == 0 {
 		return "", 0, false

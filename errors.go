@@ -55,22 +55,11 @@ var (
 	// Locks.Context, the context Run and RunOnce hand to fn, or a context
 	// derived from them): it could only wait behind the caller's own grant.
 	ErrWouldDeadlock = sentinel("etcdlock: would deadlock")
-	// ErrMoveInProgress is returned by MoveSlot when the slot is already
-	// being moved by another call (or a call that stopped before it
-	// finished: resume it with MoveOptions.Resume).
-	ErrMoveInProgress = sentinel("etcdlock: move in progress")
-	// ErrMoveAborted is returned by MoveSlot when the move it carries out
-	// was aborted (AbortMove), or was finished by another call and followed
-	// by a later move, while it ran: it wrote nothing after that.
-	ErrMoveAborted = sentinel("etcdlock: move aborted")
-	// ErrUnavailable is returned when a cluster an operation needs does not
-	// answer: MoveSlot and AbortMove then record and change nothing.
-	ErrUnavailable = sentinel("etcdlock: cluster unavailable")
-	// ErrTokenOverflow is returned by an acquisition of a sharded session on
-	// a cluster whose revision is past MaxRevision: its token could not
+	// ErrTokenOverflow is returned by an acquisition of a shard.Session on
+	// a cluster whose revision is past 2^44-1: its token could not
 	// carry the generation. Nothing is held then.
 	ErrTokenOverflow = sentinel("etcdlock: token overflow")
-	// ErrSlotMoving is returned by Election.Leader on a sharded session
+	// ErrSlotMoving is returned by Election.Leader for an election of a shard.Session
 	// when nobody leads on the cluster the map gives the name's slot while
 	// that slot is not settled there (a move of it is recorded, or its
 	// stamp there is not active): the leader may be elsewhere, or about to

@@ -12,10 +12,10 @@ const TokenHeader = "Fencing-Token"
 // Token is a fencing token: the create revision of a grant's key. It is > 0
 // and strictly increases from one grant of a name to the next, so a resource
 // that remembers the highest token it has seen can reject a write from an
-// older holder (see Fence). On a sharded session a token also carries its
-// cluster's generation above bit GenerationShift (Token.Generation), so
+// older holder (see Fence). A token of a shard.Session also carries its
+// cluster's generation above bit 44 (Token.Generation), so
 // tokens of a name keep growing when its slot moves to another cluster
-// (see NewShardedSession). Tokens of unrelated etcd clusters cannot be
+// (see package shard). Tokens of unrelated etcd clusters cannot be
 // compared; after a restore from a snapshot they keep increasing only if the
 // restore bumped the revision (etcdutl snapshot restore --bump-revision).
 type Token int64

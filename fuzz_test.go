@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -67,11 +68,11 @@ func TestKeyPrefix(t *testing.T) {
 // parses back to it.
 func checkNameRoundTrip(t *testing.T, name string) {
 	t.Helper()
-	esc := escapeName(name)
+	esc := layout.EscapeName(name)
 	if strings.Contains(esc, nameEnd) {
 		t.Fatalf("escaped %q contains %q: %q", name, nameEnd, esc)
 	}
-	back, ok := unescapeName(esc)
+	back, ok := layout.UnescapeName(esc)
 	if !ok || back != name {
 		t.Fatalf("round trip of %q: %q %v", name, back, ok)
 	}

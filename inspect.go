@@ -10,9 +10,11 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 )
 
-const listPage = 1000
+const listPage = etcdx.Page
 
 // Entry is one key of a lock's queue: a holder or a waiter.
 type Entry struct {
@@ -52,17 +54,6 @@ type LockState struct {
 	Holders  []Entry // every current holder, lowest token first
 	Waiters  []Entry // in grant order
 	Revision int64   // the etcd revision this state was read at
-	// Where the name lives, set by Shards.Describe and Shards.List (zero
-	// for one cluster): its cluster, its slot, and the generation of the
-	// slot's stamp there (the generation its new grants' tokens carry).
-	Cluster    string
-	Slot       int
-	Generation int64
-	// Set by Shards.Describe only: whether the state read is all of the
-	// name's (SlotActive), or the slot is moving (SlotMoving, and Move is
-	// the move) or not active on Cluster (SlotFrozen); see Shards.Describe.
-	SlotStatus string
-	Move       *MoveInfo
 }
 
 // Describe reads the holders and waiters of name in one linearizable read.
@@ -95,13 +86,13 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 		return nil, newError("list", prefix, fmt.Errorf("%w: nil client", ErrInvalidArgument))
 	}
 	byName := map[string][]*mvccpb.KeyValue{}
-	rev, err := readPrefix(ctx, cli, listPrefix(prefix), func(kv *mvccpb.KeyValue) {
+	rev, err := etcdx.ReadPrefix(ctx, cli, listPrefix(prefix), func(kv *mvccpb.KeyValue) {
 		if pk, ok := parseKey(string(kv.Key)); ok && strings.HasPrefix(pk.name, prefix) {
 			byName[pk.name] = append(byName[pk.name], kv)
 		}
 	})
 	if err != nil {
-		return nil, newError("list", prefix, err)
+		return nil, newError("list", prefix, ctxErr(ctx, err))
 	}
 	out := make([]LockState, 0, len(byName))
 	for name, kvs := range byName {
@@ -110,35 +101,6 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// readPrefix reads every key under prefix at one revision, in pages of
-// listPage keys, calling f with each; more are further options of each
-// page's read (WithKeysOnly). It returns the revision read at, or the
-// read's error (wrapping ctx's).
-func readPrefix(ctx context.Context, cli *clientv3.Client, prefix string, f func(*mvccpb.KeyValue), more ...clientv3.OpOption) (int64, error) {
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	var rev int64
-	for key := prefix; ; {
-		opts := append([]clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}, more...)
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := cli.Get(ctx, key, opts...)
-		if err != nil {
-			return 0, ctxErr(ctx, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			f(kv)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
 }
 
 // NameOfKey returns the name whose queue key is key (a holder's or a

@@ -23,11 +23,13 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 const (
-	keyRoot      = "etcdlock/"
-	nameEnd      = "%/"
+	keyRoot      = layout.KeyRoot
+	nameEnd      = layout.NameEnd
 	maxNameBytes = 1024
 
 	tagMutex    = "m"
@@ -57,60 +59,11 @@ func validateName(name string) error {
 	return nil
 }
 
-func needsEscape(c byte) bool { return c == '%' || c < 0x20 || c == 0x7f }
-
-// escapeName percent-encodes '%', 0x00-0x1f and 0x7f (upper-case hex).
-func escapeName(name string) string {
-	i := 0
-	for i < len(name) && !needsEscape(name[i]) {
-		i++
-	}
-	if i == len(name) {
-		return name
-	}
-	var b strings.Builder
-	b.Grow(len(name))
-	b.WriteString(name[:i]) // the prefix that needs no escaping
-	for ; i < len(name); i++ {
-		c := name[i]
-		if needsEscape(c) {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// unescapeName reverses escapeName.
-func unescapeName(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), true
-}
-
 // namePrefix is the key prefix of every key of one name: "etcdlock/<escaped>%/".
-func namePrefix(name string) string { return keyRoot + escapeName(name) + nameEnd }
+func namePrefix(name string) string { return layout.NamePrefix(name) }
 
 // listPrefix is the key prefix under which every name starting with prefix lives.
-func listPrefix(prefix string) string { return keyRoot + escapeName(prefix) }
+func listPrefix(prefix string) string { return keyRoot + layout.EscapeName(prefix) }
 
 // waiterKey returns the key of a session's acquisition that holds slot in
 // queue dir: "<dir><tag>/<lease hex>-<slot hex>". A slot is reused only once
@@ -142,7 +95,7 @@ func parseKey(key string) (parsedKey, bool) {
 	if !ok || tag == "" || id == "" {
 		return parsedKey{}, false
 	}
-	name, ok := unescapeName(esc)
+	name, ok := layout.UnescapeName(esc)
 	if !ok {
 		return parsedKey{}, false
 	}
@@ -217,7 +170,7 @@ type keyValue struct {
 	Delay    int64  `json:"delay,omitempty"`
 	Pass     int64  `json:"pass,omitempty"`
 	// Gen is the generation of the slot the key was created under (0: a
-	// cluster that is not sharded); its token is Gen<<GenerationShift |
+	// cluster that is not sharded); its token is Gen<<generationShift |
 	// its create revision.
 	Gen int64 `json:"gen,omitempty"`
 }
@@ -302,7 +255,7 @@ func BarrierPrefix(name string) (string, error) {
 	if err := validateName(name); err != nil {
 		return "", err
 	}
-	return keyRoot + escapeName(name) + barrierEnd, nil
+	return keyRoot + layout.EscapeName(name) + barrierEnd, nil
 }
 
 // OnceKey returns the etcd key of the completion record of name, which
@@ -333,10 +286,4 @@ func barrierKey(dir string, lease clientv3.LeaseID) string {
 // It is outside the queue's range "etcdlock/<escaped>%/" (an escaped name
 // never contains "%!"), so no queue read, watch, Describe or List sees it,
 // and it has no lease: it outlives the sessions that wrote it.
-func onceKey(name string) string { return keyRoot + escapeName(name) + "%!done" }
-
-// brokenSuffix ends a name's break marker key:
-// "etcdlock/<escaped name>%!broken", outside the queue's range
-// "<escaped name>%/" (an escaped name never contains "%!"), so no queue read
-// or watch sees it.
-const brokenSuffix = "%!broken"
+func onceKey(name string) string { return layout.OnceKey(name) }

@@ -22,8 +22,8 @@ type Lock struct {
 }
 
 // Token returns the grant's fencing token: the create revision of its key,
-// with the generation of its cluster above bit GenerationShift on a sharded
-// session (0 otherwise).
+// with the generation of its cluster above bit 44 for a grant of a
+// shard.Session (0 otherwise).
 func (l *Lock) Token() Token { return l.w.token() }
 
 // Key returns the grant's etcd key.
@@ -126,4 +126,24 @@ func asLock(w *waiter, err error) (*Lock, error) {
 		return nil, err
 	}
 	return &Lock{w: w}, nil
+}
+
+// acquisition runs op, one acquisition of name (of kind tag, for verb), on
+// the queue of name on s. A session without a router (every session of
+// NewSession) runs it here, at once: only a routed session's goes through
+// its router (routed, route.go). A plain session of a member cluster of a
+// sharded deployment is refused here (errShardMember, member.go).
+func acquisition[T any](ctx context.Context, s *Session, name, tag, verb string, try bool, op func(queue) (T, error)) (T, error) {
+	var zero T
+	if s != nil && s.router != nil {
+		return routed(ctx, s, name, tag, verb, try, op)
+	}
+	q, err := newQueue(s, name, tag, verb)
+	if err != nil {
+		return zero, err
+	}
+	if s.member {
+		return zero, q.errorf(errShardMember)
+	}
+	return op(q)
 }

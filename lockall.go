@@ -20,11 +20,6 @@ import (
 // Txn whole, which fails the same way, with nothing written.
 const MaxLockAllNames = 42
 
-// MaxShardedLockAllNames is MaxLockAllNames on a sharded session, whose
-// Txn also compares and reads each name's slot stamp: four operations per
-// name in a branch.
-const MaxShardedLockAllNames = 32
-
 // LockAll takes the mutexes called names on session s together and returns
 // when every one is granted. Their keys are enqueued in one etcd
 // transaction, so they share one revision; every key waits only for keys of
@@ -60,8 +55,6 @@ func lockAllQueues(s *Session, names []string) ([]queue, error) {
 		return nil, fmt.Errorf("%w: no names", ErrInvalidArgument)
 	case len(names) > MaxLockAllNames:
 		return nil, fmt.Errorf("%w: %d names, more than %d (MaxLockAllNames)", ErrInvalidArgument, len(names), MaxLockAllNames)
-	case s.shards != nil && len(names) > MaxShardedLockAllNames:
-		return nil, fmt.Errorf("%w: %d names, more than %d on a sharded session (MaxShardedLockAllNames)", ErrInvalidArgument, len(names), MaxShardedLockAllNames)
 	}
 	qs := make([]queue, len(names))
 	seen := make(map[string]bool, len(names))
@@ -102,8 +95,8 @@ func anyForcedAway(ctx context.Context, qs []queue, err error) bool {
 	return false
 }
 
-// routeAll puts every queue of qs on the session that holds its name (see
-// routed); on a sharded session they must all be on one cluster.
+// routeAll puts every queue of qs on the session of routed session s that
+// holds its name (see routed); they must all be on one cluster.
 func routeAll(ctx context.Context, s *Session, qs []queue, try bool) error {
 	for i := range qs {
 		cs, err := s.route(ctx, qs[i].name, try)
@@ -112,7 +105,7 @@ func routeAll(ctx context.Context, s *Session, qs []queue, try bool) error {
 		}
 		if qs[i].s = cs; cs != qs[0].s {
 			return qs[i].errorf(fmt.Errorf("%w: the names live on different clusters (%s, %s): give them one shard key, as in \"{team}/a\" and \"{team}/b\"",
-				ErrInvalidArgument, qs[0].s.shard.id, cs.shard.id))
+				ErrInvalidArgument, qs[0].s.stamps.id, cs.stamps.id))
 		}
 	}
 	return nil
@@ -123,7 +116,13 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 	if err != nil {
 		return nil, nil, allError(err)
 	}
-	if err := routeAll(ctx, s, qs, try); err != nil {
+	switch {
+	case s.router != nil:
+		err = routeAll(ctx, s, qs, try)
+	case s.member:
+		err = qs[0].errorf(errShardMember)
+	}
+	if err != nil {
 		return nil, nil, allError(err)
 	}
 	s = qs[0].s

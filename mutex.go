@@ -40,7 +40,7 @@ func (m *Mutex) Name() string { return m.name }
 // cluster answers. Watch failures and etcd leader elections never cost a
 // waiter its place.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
-	return asLock(routed(ctx, m.s, m.name, tagMutex, "lock", false, func(q queue) (*waiter, error) {
+	return asLock(acquisition(ctx, m.s, m.name, tagMutex, "lock", false, func(q queue) (*waiter, error) {
 		return q.acquire(ctx, "", exclusive{})
 	}))
 }
@@ -49,7 +49,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 // round trip. It returns an error wrapping ErrLocked at once otherwise, and
 // writes nothing then. Other errors are those of Lock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
-	return asLock(routed(ctx, m.s, m.name, tagMutex, "lock", true, func(q queue) (*waiter, error) {
+	return asLock(acquisition(ctx, m.s, m.name, tagMutex, "lock", true, func(q queue) (*waiter, error) {
 		return q.tryEnqueue(ctx, "")
 	}))
 }

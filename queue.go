@@ -137,28 +137,6 @@ func (q queue) admit(ctx context.Context) error {
 	return q.wouldDeadlock(ctx)
 }
 
-// wanted returns nil while ctx and the session go on, else why not.
-func (s *Session) wanted(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return ctxErr(ctx, err)
-	}
-	return s.live()
-}
-
-// grantable returns nil when ws may be granted on s: ctx and s go on, and
-// each token can carry its generation.
-func (s *Session) grantable(ctx context.Context, ws ...*waiter) error {
-	if err := s.wanted(ctx); err != nil {
-		return err
-	}
-	for _, w := range ws {
-		if err := checkTokenSpace(w.sk.gen, w.rev); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // grant returns w unless ctx or the session ended first (no grant after the
 // caller gave up), or its token cannot carry its generation
 // (ErrTokenOverflow). The key is removed then.

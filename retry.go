@@ -11,11 +11,12 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/etcdlock/etcdlock/internal/etcderr"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 )
 
 // The backoffs of the package's retry loops.
@@ -92,7 +93,7 @@ func classify(err error) outcome {
 	switch {
 	case err == nil:
 		return applied
-	case isLeaseNotFound(err):
+	case etcdx.IsLeaseNotFound(err):
 		return leaseGone
 	case permanent(err), errors.Is(err, errSlotMoved):
 		return refused
@@ -117,9 +118,6 @@ func codeOf(err error) codes.Code {
 	}
 	return status.Code(err)
 }
-
-// isLeaseNotFound reports etcd's "requested lease not found".
-func isLeaseNotFound(err error) bool { return etcderr.IsLeaseNotFound(err) }
 
 // leaseLost ends the session because a request found its lease gone, and
 // returns ErrSessionExpired.

@@ -42,7 +42,7 @@ func (m *RWMutex) Lock(ctx context.Context) (*Lock, error) {
 }
 
 func (m *RWMutex) acquire(ctx context.Context, tag string, pol policy) (*Lock, error) {
-	return asLock(routed(ctx, m.s, m.name, tag, "lock", false, func(q queue) (*waiter, error) {
+	return asLock(acquisition(ctx, m.s, m.name, tag, "lock", false, func(q queue) (*waiter, error) {
 		return q.acquire(ctx, "", pol)
 	}))
 }
@@ -51,7 +51,7 @@ func (m *RWMutex) acquire(ctx context.Context, tag string, pol policy) (*Lock, e
 // round trip; otherwise it returns an error wrapping ErrLocked and writes
 // nothing.
 func (m *RWMutex) TryRLock(ctx context.Context) (*Lock, error) {
-	return asLock(routed(ctx, m.s, m.name, tagReader, "lock", true, func(q queue) (*waiter, error) {
+	return asLock(acquisition(ctx, m.s, m.name, tagReader, "lock", true, func(q queue) (*waiter, error) {
 		// Only readers may be queued: nothing before "r/" and nothing after it.
 		readers := q.dir + tagReader + "/"
 		return q.tryEnqueueIf(ctx, "",
@@ -65,7 +65,7 @@ func (m *RWMutex) TryRLock(ctx context.Context) (*Lock, error) {
 // round trip; otherwise it returns an error wrapping ErrLocked and writes
 // nothing.
 func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
-	return asLock(routed(ctx, m.s, m.name, tagWriter, "lock", true, func(q queue) (*waiter, error) {
+	return asLock(acquisition(ctx, m.s, m.name, tagWriter, "lock", true, func(q queue) (*waiter, error) {
 		return q.tryEnqueue(ctx, "")
 	}))
 }

@@ -39,13 +39,13 @@ func (m *Semaphore) Name() string { return m.name }
 // Size returns n, the most holders at once.
 func (m *Semaphore) Size() int { return m.n }
 
-// routed runs op on the semaphore's queue (see routed), after checking n.
-func (m *Semaphore) routed(ctx context.Context, try bool, op func(queue) (*waiter, error)) (*Lock, error) {
+// acquire runs op on the semaphore's queue (see acquisition), after checking n.
+func (m *Semaphore) acquire(ctx context.Context, try bool, op func(queue) (*waiter, error)) (*Lock, error) {
 	tag := "s" + strconv.Itoa(m.n)
 	if m.n < 1 {
 		return nil, newError("acquire", m.name, fmt.Errorf("%w: semaphore size %d < 1", ErrInvalidArgument, m.n))
 	}
-	return asLock(routed(ctx, m.s, m.name, tag, "acquire", try, op))
+	return asLock(acquisition(ctx, m.s, m.name, tag, "acquire", try, op))
 }
 
 // Acquire waits, in FIFO order, until fewer than n grants are held ahead of
@@ -53,7 +53,7 @@ func (m *Semaphore) routed(ctx context.Context, try bool, op func(queue) (*waite
 // ErrKindMismatch when the name is used with another size or another kind of
 // recipe. A failed Acquire leaves no key behind.
 func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
-	return m.routed(ctx, false, func(q queue) (*waiter, error) {
+	return m.acquire(ctx, false, func(q queue) (*waiter, error) {
 		return q.acquire(ctx, "", counting{n: int64(m.n)})
 	})
 }
@@ -63,7 +63,7 @@ func (m *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 // nothing then. It costs two round trips: a read, then a write guarded by
 // "nothing joined since".
 func (m *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
-	return m.routed(ctx, true, func(q queue) (*waiter, error) {
+	return m.acquire(ctx, true, func(q queue) (*waiter, error) {
 		return q.tryEnqueueCounting(ctx, int64(m.n))
 	})
 }

@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 )
 
 const (
@@ -38,14 +40,15 @@ type Session struct {
 	keeper   *keeper
 	tune     *tuning
 	book     *keyBook // its keys and requests (book.go)
-	// shards is set on a sharded session (NewShardedSession), which holds
-	// no lease: its acquisitions go to its sessions on each cluster.
-	shards *shardSet
-	// shard is set on a sharded session's session of one cluster: the
+	// router is set on a routed session (NewRoutedSession, the seam for
+	// package shard), which holds no lease: its acquisitions go to its
+	// sessions on each cluster (route.go). nil on every other session.
+	router *routing
+	// stamps is set on a routed session's session of one cluster: the
 	// stamps of that cluster's slots (slotguard.go).
-	shard *clusterSlots
+	stamps *clusterStamps
 	// member is set on a plain session (NewSession) of a member cluster
-	// of a sharded deployment: route refuses its acquisitions.
+	// of a sharded deployment: every acquisition refuses (member.go).
 	member bool
 	// root is the caller's session that a Run opened this one to replace
 	// (set by Run before first use); nil otherwise (see origin).
@@ -90,15 +93,15 @@ type Session struct {
 // cluster that is down NewSession waits until ctx ends. Pass a ctx with a
 // deadline (context.WithTimeout) to get an error rather than a long wait.
 //
-// On a cluster of a sharded deployment use NewShardedSession instead: a
+// On a cluster of a sharded deployment use shard.NewSession instead: a
 // plain session's writes do not compare the slot's stamp, so a move of the
 // slot could not freeze them, and a name could be held on two clusters.
 // So NewSession reads whether the cluster is a member: whether it holds
-// etcdlock-shards/generation (every cluster CreateShards records, and one
-// of AddCluster once a slot moved to it). On a member the session opens,
+// etcdlock-shards/generation (every cluster shard.Create records, and one
+// of shard.Shards.AddCluster once a slot moved to it). On a member the session opens,
 // but every acquisition on it (Lock, TryLock, RLock, Acquire, Campaign,
 // LockAll, Run, RunOnce and their Try forms) returns an error wrapping
-// ErrInvalidArgument that says to use NewShardedSession, and writes
+// ErrInvalidArgument that says to use shard.NewSession, and writes
 // nothing; reads (Describe, Leader, Observe) work. A user whom etcd does
 // not let read etcdlock-shards/ is taken for one on a cluster that is not
 // sharded.
@@ -214,12 +217,10 @@ func (s *Session) value(sk slotKey, granted time.Time) string {
 	return encodeValue(id, sk.value, sk.at, granted, s.opts.lockDelay, sk.gen)
 }
 
-// Client returns the client the session was made with (a sharded session's:
-// the root cluster's).
+// Client returns the client the session was made with.
 func (s *Session) Client() *clientv3.Client { return s.cli }
 
-// Lease returns the session's etcd lease (0 for a sharded session, which
-// holds one per cluster: see Lock.Key and Describe for a grant's).
+// Lease returns the session's etcd lease.
 func (s *Session) Lease() clientv3.LeaseID { return s.lease }
 
 // Identity returns the identity stored with the session's keys.
@@ -228,8 +229,7 @@ func (s *Session) Identity() string { return s.identity }
 // TTL returns the TTL the server granted.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// Done returns a channel that is closed once the session is lost or closed
-// (a sharded session is never lost: only its grants on a cluster are).
+// Done returns a channel that is closed once the session is lost or closed.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
 // Err returns nil while the session is live; then ErrSessionExpired (lost)
@@ -327,7 +327,7 @@ func (s *Session) leaseGone(ctx context.Context) (bool, error) {
 	}
 	resp, err := s.cli.TimeToLive(ctx, s.lease)
 	if err != nil {
-		if isLeaseNotFound(err) {
+		if etcdx.IsLeaseNotFound(err) {
 			s.markLeaseGone(ReasonLeaseGone)
 			return true, nil
 		}
@@ -388,8 +388,8 @@ func (s *Session) goRun(f func()) bool {
 // and returns nil (a revoke that does not finish is logged). Later calls
 // return the first call's result.
 func (s *Session) Close() error {
-	if s.shards != nil {
-		s.closeOnce.Do(func() { s.closeErr = s.closeSharded() })
+	if s.router != nil {
+		s.closeOnce.Do(func() { s.closeErr = s.closeRouted() })
 		return s.closeErr
 	}
 	s.closeOnce.Do(func() {

@@ -22,35 +22,37 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // errSlotMoved: a key-creating write was refused because its slot's stamp
 // is no longer active on its cluster; the acquisition routes again.
 var errSlotMoved = errors.New("the name's slot moved")
 
-// clusterSlots is a cluster session's knowledge of its cluster's stamps.
-type clusterSlots struct {
-	id string
-	r  *Shards // the deployment, for its moves
+// clusterStamps is a cluster session's knowledge of its cluster's stamps.
+type clusterStamps struct {
+	id     string
+	moving func(slot int) bool // the router's: whether a move of slot is recorded
 
 	mu     sync.Mutex
-	stamps map[int]slotStamp // as last read
+	stamps map[int]layout.Stamp // as last read
 }
 
 // stamp returns slot's stamp as last read, reading it when unknown or not
 // active.
-func (c *clusterSlots) stamp(ctx context.Context, s *Session, slot int) (slotStamp, error) {
+func (c *clusterStamps) stamp(ctx context.Context, s *Session, slot int) (layout.Stamp, error) {
 	c.mu.Lock()
 	st, ok := c.stamps[slot]
 	c.mu.Unlock()
-	if ok && st.active() {
+	if ok && st.Active() {
 		return st, nil
 	}
-	resp, err := s.cli.Get(ctx, stampKey(slot))
+	resp, err := s.cli.Get(ctx, layout.StampKey(slot))
 	if err != nil {
-		return slotStamp{}, err
+		return layout.Stamp{}, err
 	}
-	st = decodeStamp(resp.Kvs)
+	st = layout.DecodeStamp(resp.Kvs)
 	c.learn(slot, st)
 	return st, nil
 }
@@ -58,22 +60,21 @@ func (c *clusterSlots) stamp(ctx context.Context, s *Session, slot int) (slotSta
 // settled reports whether slot is settled on c's cluster, its stamp there
 // being st: the stamp is active and no move of the slot is recorded (as
 // the map watch last saw the moves).
-func (c *clusterSlots) settled(slot int, st slotStamp) bool {
-	if !st.active() {
+func (c *clusterStamps) settled(slot int, st layout.Stamp) bool {
+	if !st.Active() {
 		return false
 	}
-	_, moving := c.r.Moving(slot)
-	return !moving
+	return !c.moving(slot)
 }
 
 // learn records st if it is newer than what c knows.
-func (c *clusterSlots) learn(slot int, st slotStamp) {
+func (c *clusterStamps) learn(slot int, st layout.Stamp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stamps == nil {
-		c.stamps = map[int]slotStamp{}
+		c.stamps = map[int]layout.Stamp{}
 	}
-	if old, ok := c.stamps[slot]; !ok || st.mod >= old.mod {
+	if old, ok := c.stamps[slot]; !ok || st.Mod >= old.Mod {
 		c.stamps[slot] = st
 	}
 }
@@ -100,24 +101,24 @@ type slotGuard struct {
 // this acquisition routed), the guard compares a mod revision no stamp has:
 // the write fails, its Else read shows the stamp, and refused routes again.
 func (q queue) slotGuard() slotGuard {
-	c := q.s.shard
+	c := q.s.stamps
 	if c == nil {
 		return slotGuard{}
 	}
-	g := slotGuard{slot: SlotOf(q.name)}
+	g := slotGuard{slot: layout.SlotOf(q.name)}
 	c.mu.Lock()
 	st := c.stamps[g.slot]
 	c.mu.Unlock()
-	key := stampKey(g.slot)
+	key := layout.StampKey(g.slot)
 	g.read = []clientv3.Op{clientv3.OpGet(key)}
-	if !st.active() {
+	if !st.Active() {
 		g.sent = noStamp
 		g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", noStamp)}
 		return g
 	}
-	g.sent, g.raw, g.gen = st.mod, st.raw, st.Gen
-	g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod),
-		clientv3.Compare(clientv3.Value(key), "=", string(st.raw))}
+	g.sent, g.raw, g.gen = st.Mod, st.Raw, st.Gen
+	g.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.Mod),
+		clientv3.Compare(clientv3.Value(key), "=", string(st.Raw))}
 	return g
 }
 
@@ -134,12 +135,12 @@ func (g slotGuard) refused(q queue, kvs []*mvccpb.KeyValue) (again bool, err err
 	if g.cmps == nil {
 		return false, nil
 	}
-	st := decodeStamp(kvs)
-	if st.mod == g.sent && string(st.raw) == string(g.raw) {
+	st := layout.DecodeStamp(kvs)
+	if st.Mod == g.sent && string(st.Raw) == string(g.raw) {
 		return false, nil
 	}
-	q.s.shard.learn(g.slot, st)
-	if !st.active() {
+	q.s.stamps.learn(g.slot, st)
+	if !st.Active() {
 		return false, errSlotMoved
 	}
 	return true, nil
@@ -152,4 +153,24 @@ func stampOf(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
 		return nil
 	}
 	return resp.Responses[i].GetResponseRange().Kvs
+}
+
+// forcedAway reports whether err, an acquisition's failure on a cluster
+// session of a routed session, is the loss of a waiter's key to a move's
+// ForceAfter: the key went (ErrLockLost) and the slot's stamp there is no
+// longer active. The acquisition then routes again and waits for the move,
+// as a waiter that arrives during it does. A grant is never routed again:
+// op returns no error once granted.
+func (q queue) forcedAway(ctx context.Context, err error) bool {
+	if q.s.stamps == nil || !errors.Is(err, ErrLockLost) || ctx.Err() != nil {
+		return false
+	}
+	slot := layout.SlotOf(q.name)
+	resp, rerr := q.s.cli.Get(ctx, layout.StampKey(slot))
+	if rerr != nil {
+		return false
+	}
+	st := layout.DecodeStamp(resp.Kvs)
+	q.s.stamps.learn(slot, st)
+	return !st.Active()
 }

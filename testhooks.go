@@ -8,12 +8,28 @@ import (
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
+
+// session returns the *Session a test passed as s: s itself, or the routed
+// session inside a *shard.Session (testhook.ShardSession, set by package
+// shard).
+func session(s any) *Session {
+	if ss, ok := s.(*Session); ok {
+		return ss
+	}
+	if testhook.ShardSession != nil {
+		if r, ok := testhook.ShardSession(s); ok {
+			return r.(*Session)
+		}
+	}
+	panic("testhook: not a session")
+}
 
 // init hands the internals that the tests in the tests module check to
 // package testhook (see its doc). Nothing here runs unless a test calls it.
 func init() {
-	session := func(s any) *Session { return s.(*Session) }
 	testhook.SetHook = func(s any, h testhook.Hook) {
 		if h == nil {
 			session(s).tune.hook.Store(nil)
@@ -49,7 +65,7 @@ func init() {
 func initKeyHooks() {
 	testhook.KeyRoot, testhook.ListPage = keyRoot, listPage
 	testhook.TagMutex, testhook.TagElection = tagMutex, tagElection
-	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, escapeName, listPrefix
+	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, layout.EscapeName, listPrefix
 	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
 	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
 	testhook.EncodeValue = func(identity, value string, at, granted time.Time) string {
@@ -57,23 +73,23 @@ func initKeyHooks() {
 	}
 	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
 	testhook.BarrierGuard = func(s any, dir string) clientv3.Cmp {
-		cmp, _, _ := s.(*Session).book.barrierGuard(dir)
+		cmp, _, _ := session(s).book.barrierGuard(dir)
 		return cmp
 	}
-	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return s.(*Session).book.raiseBarrier(ctx, dir) }
-	testhook.BarrierRev = func(s any, dir string) int64 { return s.(*Session).book.barrierRev(dir) }
+	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return session(s).book.raiseBarrier(ctx, dir) }
+	testhook.BarrierRev = func(s any, dir string) int64 { return session(s).book.barrierRev(dir) }
 }
 
 func initPathHooks() {
 	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = attemptTimeout, revokeAttempt, errUnanswered
 	testhook.LentConn = func(s any) (lent, leader bool) {
-		c := s.(*Session).keeper.lent.Load().conn
+		c := session(s).keeper.lent.Load().conn
 		return c != nil, c != nil && c.at.leader
 	}
 	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
 		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
 		sc.open(cli)
-		s.(*Session).keeper.lend(sc)
+		session(s).keeper.lend(sc)
 		return sc.retire
 	}
 	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
@@ -87,7 +103,7 @@ func initPathHooks() {
 	}
 	testhook.BatchBytes = batchBytes
 	testhook.BeforeSend = func(s any, f func(dirs []string)) {
-		b := s.(*Session).keeper.batch
+		b := session(s).keeper.batch
 		if f == nil {
 			b.beforeSend.Store(nil)
 			return
@@ -102,13 +118,13 @@ func initPathHooks() {
 		b.beforeSend.Store(&hook)
 	}
 	testhook.Pending = func(s any) int {
-		b := s.(*Session).keeper.batch
+		b := session(s).keeper.batch
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.pending)
 	}
 	testhook.BatchLimits = func(s any) (int, int) {
-		b := s.(*Session).keeper.batch
+		b := session(s).keeper.batch
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.maxOps, b.maxBytes
@@ -118,7 +134,7 @@ func initPathHooks() {
 // initKeeperHooks sets testhook.HoldKeeper.
 func initKeeperHooks() {
 	testhook.HoldKeeper = func(s any) func() {
-		k := s.(*Session).keeper
+		k := session(s).keeper
 		h := make(chan struct{})
 		k.held.Store(&h)
 		var once sync.Once

@@ -4,7 +4,10 @@ package etcdlock
 // certainly alive on the server, as far as this process can know, fed by
 // the keeper's acknowledged keepalives (DESIGN.md, "The validity clock").
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // margin is subtracted from every validity deadline: TTL/100 + 50ms.
 func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecond }
@@ -13,10 +16,9 @@ func (s *Session) margin() time.Duration { return s.ttl/100 + 50*time.Millisecon
 // server, as far as this process can know: the send time of the last
 // acknowledged keepalive plus the TTL, minus a margin of TTL/100 + 50ms. The
 // session is lost at that moment unless a later keepalive is acknowledged.
-// For a sharded session it is the earliest of its cluster sessions'.
 func (s *Session) ValidUntil() time.Time {
-	if s.shards != nil {
-		return s.shardedValidUntil()
+	if s.router != nil {
+		return s.router.validUntil()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -26,7 +28,7 @@ func (s *Session) ValidUntil() time.Time {
 // live returns nil while the session is live and its validity clock (both
 // monotonic and wall) is ahead; else the error that ended it.
 func (s *Session) live() error {
-	if s.shards != nil {
+	if s.router != nil {
 		return s.Err() // its cluster sessions have the clocks
 	}
 	s.mu.Lock()
@@ -40,6 +42,28 @@ func (s *Session) live() error {
 	if ran {
 		s.expire(ErrSessionExpired, ReasonValidityClock)
 		return ErrSessionExpired
+	}
+	return nil
+}
+
+// wanted returns nil while ctx and the session go on, else why not.
+func (s *Session) wanted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(ctx, err)
+	}
+	return s.live()
+}
+
+// grantable returns nil when ws may be granted on s: ctx and s go on, and
+// each token can carry its generation.
+func (s *Session) grantable(ctx context.Context, ws ...*waiter) error {
+	if err := s.wanted(ctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := checkTokenSpace(w.sk.gen, w.rev); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // StartClusters starts n independent clusters for the test t, each with its
 // own members, ports and directory, and registers their Close with
 // t.Cleanup, as Start does for one. It is how a test gets the clusters of a
-// sharded deployment (etcdlock.CreateShards). It calls t.Fatal when one
+// sharded deployment (shard.Create, in package github.com/etcdlock/etcdlock/shard). It calls t.Fatal when one
 // cannot start.
 func StartClusters(t testing.TB, n int, opts ...Option) []*Cluster {
 	t.Helper()

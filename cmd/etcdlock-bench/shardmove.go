@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -119,7 +120,7 @@ func fillOthers(ctx context.Context, cli *clientv3.Client, slots []int, n int) e
 	var keys []string
 	for i := 0; len(keys) < n; i++ {
 		name := fmt.Sprintf("other-%d/lock", i)
-		if !slices.Contains(slots, etcdlock.SlotOf(name)) {
+		if !slices.Contains(slots, shard.SlotOf(name)) {
 			prefix, _ := etcdlock.KeyPrefix(name)
 			keys = append(keys, prefix+"m/"+strconv.FormatInt(int64(lease.ID), 16)+"-0")
 		}
@@ -253,7 +254,7 @@ func (p *parties) follow(ctx context.Context, out interface{ Read([]byte) (int, 
 // two waiters of each, and one that asks for a name once the slot is
 // frozen.
 type parties struct {
-	sessions []*etcdlock.Session // holder, waiter, waiter, late
+	sessions []*shard.Session // holder, waiter, waiter, late
 	names    []string
 	held     []*etcdlock.Lock
 	wg       sync.WaitGroup
@@ -263,14 +264,14 @@ type parties struct {
 func holdSlot(ctx context.Context, d *deployment, slot int) (*parties, error) {
 	p := &parties{errs: make(chan error, 2*moveNames+1)}
 	key := 0
-	for etcdlock.SlotOf(fmt.Sprintf("move-%d", key)) != slot {
+	for shard.SlotOf(fmt.Sprintf("move-%d", key)) != slot {
 		key++
 	}
 	for i := range moveNames {
 		p.names = append(p.names, fmt.Sprintf("move-%d/lock-%d", key, i))
 	}
 	for range 4 {
-		s, err := etcdlock.NewShardedSession(ctx, d.shards)
+		s, err := shard.NewSession(ctx, d.shards)
 		if err != nil {
 			p.close()
 			return nil, err
@@ -278,7 +279,7 @@ func holdSlot(ctx context.Context, d *deployment, slot int) (*parties, error) {
 		p.sessions = append(p.sessions, s)
 	}
 	for _, name := range p.names {
-		l, err := etcdlock.NewMutex(p.sessions[0], name).Lock(ctx)
+		l, err := p.sessions[0].NewMutex(name).Lock(ctx)
 		if err != nil {
 			p.close()
 			return nil, err
@@ -309,9 +310,9 @@ func holdSlot(ctx context.Context, d *deployment, slot int) (*parties, error) {
 
 // lockOnce locks name, sends when it was granted to at (if not nil), and
 // unlocks.
-func (p *parties) lockOnce(ctx context.Context, s *etcdlock.Session, name string, at chan<- time.Time) {
+func (p *parties) lockOnce(ctx context.Context, s *shard.Session, name string, at chan<- time.Time) {
 	defer p.wg.Done()
-	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+	l, err := s.NewMutex(name).Lock(ctx)
 	if err != nil {
 		p.errs <- fmt.Errorf("lock %s: %w", name, err)
 		return

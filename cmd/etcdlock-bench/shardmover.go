@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -144,7 +144,7 @@ func moveMeasured(args moverArgs, res *moverResult) error {
 		return err
 	}
 	defer root.Close()
-	shards, err := etcdlock.NewShards(ctx, root, etcdlock.WithDialer(
+	shards, err := shard.New(ctx, root, shard.WithDialer(
 		func(ctx context.Context, _ string, eps []string) (*clientv3.Client, error) {
 			c := cfg
 			c.Endpoints, c.Context = eps, context.WithoutCancel(ctx)
@@ -159,7 +159,7 @@ func moveMeasured(args moverArgs, res *moverResult) error {
 	base := heapNow()
 	peak, stop := heapPeak()
 	start := time.Now()
-	err = shards.MoveSlot(ctx, args.Slot, args.To, etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) {
+	err = shards.MoveSlot(ctx, args.Slot, args.To, shard.MoveOptions{Progress: func(p shard.MoveProgress) {
 		fmt.Printf("phase %s %d\n", p.Phase, time.Now().UnixNano())
 	}})
 	res.Took = int64(time.Since(start))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -25,7 +26,7 @@ import (
 type deployment struct {
 	clusters []*embedtest.Cluster
 	clients  map[string]*clientv3.Client
-	shards   *etcdlock.Shards
+	shards   *shard.Shards
 }
 
 func startDeployment(ctx context.Context, o options, n int) (*deployment, error) {
@@ -45,11 +46,11 @@ func startDeployment(ctx context.Context, o options, n int) (*deployment, error)
 		}
 		eps[id] = c.Endpoints()
 	}
-	if err := etcdlock.CreateShards(ctx, d.clients["c0"], eps, nil); err != nil {
+	if err := shard.Create(ctx, d.clients["c0"], eps); err != nil {
 		d.close()
 		return nil, err
 	}
-	if d.shards, err = etcdlock.NewShards(ctx, d.clients["c0"]); err != nil {
+	if d.shards, err = shard.New(ctx, d.clients["c0"]); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -103,9 +104,9 @@ func spread(ctx context.Context, o options, n int) []Result {
 		return []Result{{Scenario: "shards spread", Note: "error: " + err.Error()}}
 	}
 	defer d.close()
-	sessions := make([]*etcdlock.Session, 16)
+	sessions := make([]*shard.Session, 16)
 	for i := range sessions {
-		if sessions[i], err = etcdlock.NewShardedSession(ctx, d.shards); err != nil {
+		if sessions[i], err = shard.NewSession(ctx, d.shards); err != nil {
 			return []Result{{Scenario: "shards spread", Note: "error: " + err.Error()}}
 		}
 		defer sessions[i].Close()
@@ -126,7 +127,7 @@ func spread(ctx context.Context, o options, n int) []Result {
 			s := sessions[w%len(sessions)]
 			for wctx.Err() == nil {
 				name := fmt.Sprintf("team-%d/job", rand.IntN(spreadTeams))
-				l, err := etcdlock.NewMutex(s, name).Lock(wctx)
+				l, err := s.NewMutex(name).Lock(wctx)
 				if err != nil {
 					continue
 				}
@@ -199,12 +200,12 @@ func freeOnce(ctx context.Context, d *deployment, ttl time.Duration, leases int)
 		return 0, 0, err
 	}
 	defer done()
-	if _, err := etcdlock.NewMutex(holder, name).Lock(ctx); err != nil {
+	if _, err := holder.NewMutex(name).Lock(ctx); err != nil {
 		return 0, 0, err
 	}
 	got := make(chan time.Time, 1)
 	go func() {
-		l, err := etcdlock.NewMutex(waiter, name).Lock(ctx)
+		l, err := waiter.NewMutex(name).Lock(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "free time waiter:", err)
 			close(got)
@@ -244,8 +245,8 @@ func freeOnce(ctx context.Context, d *deployment, ttl time.Duration, leases int)
 // TTL ttl (a plain session acquires nothing on a member cluster), and picks
 // a name that lives on c0. The holder reaches c0 through flaky (its own
 // Shards dials c0 so, and closes flaky with it). done closes them.
-func freeParties(ctx context.Context, d *deployment, flaky *clientv3.Client, ttl time.Duration) (holder, waiter *etcdlock.Session, name string, done func(), err error) {
-	hs, err := etcdlock.NewShards(ctx, d.clients["c0"], etcdlock.WithDialer(
+func freeParties(ctx context.Context, d *deployment, flaky *clientv3.Client, ttl time.Duration) (holder, waiter *shard.Session, name string, done func(), err error) {
+	hs, err := shard.New(ctx, d.clients["c0"], shard.WithDialer(
 		func(_ context.Context, id string, _ []string) (*clientv3.Client, error) {
 			if id != "c0" {
 				return nil, fmt.Errorf("the holder uses c0 only, not %s", id)
@@ -255,11 +256,11 @@ func freeParties(ctx context.Context, d *deployment, flaky *clientv3.Client, ttl
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	if holder, err = etcdlock.NewShardedSession(ctx, hs, etcdlock.WithTTL(ttl)); err == nil {
-		waiter, err = etcdlock.NewShardedSession(ctx, d.shards, etcdlock.WithTTL(ttl))
+	if holder, err = shard.NewSession(ctx, hs, etcdlock.WithTTL(ttl)); err == nil {
+		waiter, err = shard.NewSession(ctx, d.shards, etcdlock.WithTTL(ttl))
 	}
 	done = func() {
-		for _, s := range []*etcdlock.Session{waiter, holder} {
+		for _, s := range []*shard.Session{waiter, holder} {
 			if s != nil {
 				_ = s.Close()
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 )
 
 // electPrint is elect without a command: campaign, print every leadership
@@ -43,7 +44,7 @@ type campaignResult struct {
 // that runs its loop.
 type campaigner struct {
 	a       *app
-	s       *etcdlock.Session
+	s       acquire.Session
 	name    string
 	output  string
 	stop    context.CancelFunc   // ends the campaign
@@ -54,7 +55,7 @@ type campaigner struct {
 }
 
 // campaign starts campaigning for e with value.
-func (a *app) campaign(s *etcdlock.Session, e *etcdlock.Election, name, value, output string) *campaigner {
+func (a *app) campaign(s acquire.Session, e *etcdlock.Election, name, value, output string) *campaigner {
 	ctx, stop := context.WithCancel(context.Background())
 	c := &campaigner{a: a, s: s, name: name, output: output, stop: stop, won: make(chan campaignResult, 1)}
 	won := c.won // the loop sets c.won to nil only after this send
@@ -104,14 +105,14 @@ func (c *campaigner) loop(infos <-chan etcdlock.LeaderInfo, sigs <-chan os.Signa
 }
 
 // self reports whether info is this process's term: by its session's
-// lease; on a sharded session (a lease per cluster, Lease 0) by its
+// lease; on a *shard.Session (a lease per cluster, none of its own) by its
 // leadership's key once Campaign returned, by its identity before.
 func (c *campaigner) self(info etcdlock.LeaderInfo) bool {
 	switch {
 	case info.Key == "":
 		return false
-	case !c.s.Sharded():
-		return info.Lease == c.s.Lease()
+	case acquire.Lease(c.s) != 0:
+		return info.Lease == acquire.Lease(c.s)
 	case c.lead != nil:
 		return info.Key == c.lead.Key()
 	}

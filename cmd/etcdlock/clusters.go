@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -74,7 +74,7 @@ func (a *app) clusters(output string, interval time.Duration) error {
 
 // toClustersJSON is states with the commits per second from each leader's
 // applied index then and later, interval apart.
-func toClustersJSON(states []etcdlock.ClusterState, later []uint64, interval time.Duration) []clusterJSON {
+func toClustersJSON(states []shard.ClusterState, later []uint64, interval time.Duration) []clusterJSON {
 	out := make([]clusterJSON, 0, len(states))
 	for i, c := range states {
 		j := clusterJSON{ID: c.ID, Endpoints: c.Endpoints, Leader: c.Leader, Generation: c.Generation, Slots: c.Slots,
@@ -131,7 +131,7 @@ equal runs, and write the slot map. It refuses a root that holds a map already.`
 				clusters[id] = strings.Split(eps, ",")
 			}
 			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-				if err := etcdlock.CreateShards(ctx, cli, clusters, a.dialMember); err != nil {
+				if err := shard.Create(ctx, cli, clusters, shard.WithDialer(a.dialMember)); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
 				fmt.Fprintf(a.stdout, "created a sharded deployment of %d clusters\n", len(clusters))
@@ -154,14 +154,14 @@ set up); the command then only warns.`,
 		Args: endpointArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, eps := args[0], splitEndpoints(args[1:])
-			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-				if err := etcdlock.CheckEndpoints(ctx, eps, a.dialMember); err != nil {
+			return a.withShards(func(ctx context.Context, r *shard.Shards) error {
+				if err := r.CheckEndpoints(ctx, eps); err != nil {
 					if !force {
 						return exitf(exitUsage, "%s (--force records them anyway)", plainErr(err))
 					}
 					a.logf("warning: %s; recording them anyway (--force)", plainErr(err))
 				}
-				if err := etcdlock.AddCluster(ctx, cli, id, eps); err != nil {
+				if err := r.AddCluster(ctx, id, eps); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
 				fmt.Fprintf(a.stdout, "added cluster %s (no slots yet: etcdlock move --slot S --to %s)\n", id, id)
@@ -188,14 +188,14 @@ its sessions' leases, so their grants would be lost as in an outage.`,
 		Args: endpointArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, eps := args[0], splitEndpoints(args[1:])
-			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-				if err := etcdlock.CheckEndpoints(ctx, eps, a.dialMember); err != nil {
+			return a.withShards(func(ctx context.Context, r *shard.Shards) error {
+				if err := r.CheckEndpoints(ctx, eps); err != nil {
 					if !force {
 						return exitf(exitUsage, "%s (--force records them anyway)", plainErr(err))
 					}
 					a.logf("warning: %s; recording them anyway (--force)", plainErr(err))
 				}
-				if err := etcdlock.SetClusterEndpoints(ctx, cli, id, eps); err != nil {
+				if err := r.SetEndpoints(ctx, id, eps); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
 				fmt.Fprintf(a.stdout, "cluster %s: endpoints %s\n", id, strings.Join(eps, ","))
@@ -217,8 +217,8 @@ to it is recorded (finish it with --resume, or --abort it). The cluster's own
 data is not touched.`,
 		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
-				if err := etcdlock.RemoveCluster(ctx, cli, args[0]); err != nil {
+			return a.withShards(func(ctx context.Context, r *shard.Shards) error {
+				if err := r.RemoveCluster(ctx, args[0]); err != nil {
 					return exitf(exitUsage, "%s", libErr(err))
 				}
 				fmt.Fprintf(a.stdout, "removed cluster %s\n", args[0])

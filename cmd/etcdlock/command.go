@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/supervise"
 )
 
 // runCommand runs argv while g is held, as the package documentation says:
 // it forwards signals, terminates the command when the lease runs out or g
 // is lost, and releases g when the command exits.
-func (a *app) runCommand(s *etcdlock.Session, g *grant, path string, argv []string, o *holdOpts, sigs <-chan os.Signal) error {
+func (a *app) runCommand(s acquire.Session, g *grant, path string, argv []string, o *holdOpts, sigs <-chan os.Signal) error {
 	grace := o.grace
 	if err := a.awaitFreshLease(s, g, grace, sigs); err != nil {
 		return err
@@ -53,7 +54,7 @@ func (a *app) runCommand(s *etcdlock.Session, g *grant, path string, argv []stri
 // awaitFreshLease keeps the command from starting on a lease that is about
 // to run out: it waits for the next keepalive first. Its error is
 // etcdlock's exit if g is lost or a signal comes meanwhile.
-func (a *app) awaitFreshLease(s *etcdlock.Session, g *grant, grace time.Duration, sigs <-chan os.Signal) error {
+func (a *app) awaitFreshLease(s acquire.Session, g *grant, grace time.Duration, sigs <-chan os.Signal) error {
 	for time.Until(s.ValidUntil()) <= grace {
 		select {
 		case <-g.ctx.Done():
@@ -70,7 +71,7 @@ func (a *app) awaitFreshLease(s *etcdlock.Session, g *grant, grace time.Duration
 
 // lostBeforeStart is etcdlock's exit for a grant lost before the command
 // started.
-func (a *app) lostBeforeStart(s *etcdlock.Session, g *grant) error {
+func (a *app) lostBeforeStart(s acquire.Session, g *grant) error {
 	_ = a.release(s, g) // ErrNotHeld, as it was lost
 	return exitf(exitLost, "%s %q was lost before the command started: %s", g.what, g.name, lossText(context.Cause(g.ctx)))
 }
@@ -132,4 +133,4 @@ func lossText(cause error) string {
 var errLeaseRanOut = errors.New("the session could not renew its lease before it ran out")
 
 // complete records g's run (--once), bounded as a release is.
-func (a *app) complete(s *etcdlock.Session, g *grant) error { return bounded(s, g.complete) }
+func (a *app) complete(s acquire.Session, g *grant) error { return bounded(s, g.complete) }

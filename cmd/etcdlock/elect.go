@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/spf13/cobra"
 )
 
@@ -52,7 +51,7 @@ slot is on, as with run; a member cluster that is not the root is refused.`,
 				return err
 			}
 			return a.holdAndRun(&o, "leadership", []string{name}, path, argv, func(ctx context.Context, h *held, _ bool) (*grant, error) {
-				l, err := etcdlock.NewElection(h.s, name).Campaign(ctx, value)
+				l, err := h.s.NewElection(name).Campaign(ctx, value)
 				if err != nil {
 					return nil, err
 				}

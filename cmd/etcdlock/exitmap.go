@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/supervise"
 )
 
@@ -15,7 +16,7 @@ import (
 // finish releases g after the command ended and returns etcdlock's exit
 // (exitFor). With --once, a command that exited 0 with g held throughout has
 // its run recorded first (grant.complete).
-func (a *app) finish(s *etcdlock.Session, g *grant, argv0 string, r supervise.Result) error {
+func (a *app) finish(s acquire.Session, g *grant, argv0 string, r supervise.Result) error {
 	o := a.settle(s, g, r)
 	if r.Err != nil {
 		return exitf(exitUsage, "waiting for command %q: %v", argv0, r.Err)
@@ -37,7 +38,7 @@ type outcome struct {
 // the grant's context or the validity clock tells, or an ErrNotHeld from the
 // record or the release), records the run (--once) and releases g when it
 // was.
-func (a *app) settle(s *etcdlock.Session, g *grant, r supervise.Result) (o outcome) {
+func (a *app) settle(s acquire.Session, g *grant, r supervise.Result) (o outcome) {
 	o.lost = r.LossCause
 	if o.lost == nil && g.ctx.Err() != nil {
 		o.lost = context.Cause(g.ctx)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,9 +35,9 @@ type grant struct {
 // held is what withSession hands its body.
 type held struct {
 	cli  *clientv3.Client
-	r    *etcdlock.Shards  // the deployment whose root cli reaches; nil on a plain cluster
-	s    *etcdlock.Session // sharded when r is set
-	sc   *signalCatcher    // still catching: a signal cancels sc.ctx until sc.stop
+	r    *shard.Shards   // the deployment whose root cli reaches; nil on a plain cluster
+	s    acquire.Session // a *shard.Session when r is set
+	sc   *signalCatcher  // still catching: a signal cancels sc.ctx until sc.stop
 	sigs <-chan os.Signal
 	// until is when --wait runs out, counted from etcdlock's start (zero
 	// without a positive --wait): reaching etcd is part of the wait.
@@ -98,7 +100,7 @@ const (
 // as a --wait that runs out in the queue does. Any other failure (an
 // unknown host, TLS, credentials, a server that is not etcd) ends it at
 // once, as does ctx (a signal).
-func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*clientv3.Client, *etcdlock.Shards, *etcdlock.Session, error) {
+func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*clientv3.Client, *shard.Shards, acquire.Session, error) {
 	said := ""
 	pause := etcdBackoffFloor
 	for {
@@ -130,14 +132,14 @@ func (a *app) reachEtcd(ctx context.Context, o *holdOpts, until time.Time) (*cli
 }
 
 // reachOnce is one attempt of reachEtcd; on an error nothing is left open.
-func (a *app) reachOnce(ctx context.Context, o *holdOpts) (*clientv3.Client, *etcdlock.Shards, *etcdlock.Session, error) {
+func (a *app) reachOnce(ctx context.Context, o *holdOpts) (*clientv3.Client, *shard.Shards, acquire.Session, error) {
 	cli, err := a.connect(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	r, err := a.routing(ctx, cli, "this command")
 	if err == nil {
-		var s *etcdlock.Session
+		var s acquire.Session
 		if s, err = a.openSession(ctx, cli, r, o); err == nil {
 			return cli, r, s, nil
 		}
@@ -156,7 +158,7 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2) }
 // cluster, or with r a sharded session over r's clusters (it opens a lease
 // on a cluster at its first acquisition there); the grant is bounded by
 // --command-timeout.
-func (a *app) openSession(ctx context.Context, cli *clientv3.Client, r *etcdlock.Shards, o *holdOpts) (*etcdlock.Session, error) {
+func (a *app) openSession(ctx context.Context, cli *clientv3.Client, r *shard.Shards, o *holdOpts) (acquire.Session, error) {
 	opts := []etcdlock.SessionOption{etcdlock.WithTTL(o.ttl), etcdlock.WithRenewEvery(o.ttl / renewDivisor),
 		etcdlock.WithLogger(a.logger())}
 	if o.identity != "" {
@@ -175,12 +177,18 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, r *etcdlock
 	}
 	gctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
-	var s *etcdlock.Session
+	var s acquire.Session
 	var err error
 	if r != nil {
-		s, err = etcdlock.NewShardedSession(gctx, r, opts...)
+		var ss *shard.Session
+		if ss, err = shard.NewSession(gctx, r, opts...); err == nil {
+			s = ss
+		}
 	} else {
-		s, err = etcdlock.NewSession(gctx, cli, opts...)
+		var ps *etcdlock.Session
+		if ps, err = etcdlock.NewSession(gctx, cli, opts...); err == nil {
+			s = acquire.Plain(ps)
+		}
 	}
 	if err != nil {
 		if ms != nil {
@@ -207,13 +215,13 @@ func (a *app) openSession(ctx context.Context, cli *clientv3.Client, r *etcdlock
 // closeSession closes s (revoking its lease, which deletes every key it
 // still has) and says so if that failed; a nil s (requeue found none yet)
 // is nothing to close.
-func (a *app) closeSession(s *etcdlock.Session) {
+func (a *app) closeSession(s acquire.Session) {
 	if s == nil {
 		return
 	}
 	if err := s.Close(); err != nil {
-		lease := fmt.Sprintf("lease %x", int64(s.Lease()))
-		if s.Sharded() {
+		lease := fmt.Sprintf("lease %x", int64(acquire.Lease(s)))
+		if _, plain := acquire.Unwrap(s); !plain {
 			lease = "leases (one per cluster it used)"
 		}
 		a.logf("warning: could not revoke the session's %s (its keys expire within %v): %s", lease, s.TTL(), libErr(err))
@@ -329,12 +337,12 @@ func waitError(o *holdOpts, what, name string, timedOut bool, err error) error {
 
 // release releases g, bounded by min(TTL, 5s); the error is ErrNotHeld (with
 // the loss cause) if g had been lost before.
-func (a *app) release(s *etcdlock.Session, g *grant) error { return bounded(s, g.release) }
+func (a *app) release(s acquire.Session, g *grant) error { return bounded(s, g.release) }
 
 // bounded runs a release-like request of s's grant, bounded by min(TTL, 5s)
 // and detached from any caller's context: a canceled wait must not keep a
 // lock held.
-func bounded(s *etcdlock.Session, req func(context.Context) error) error {
+func bounded(s acquire.Session, req func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), min(s.TTL(), maxRelease))
 	defer cancel()
 	return req(ctx)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,7 +26,7 @@ func linkedDeployment(t *testing.T) (*deployment, *embedtest.Link) {
 		"b="+strings.Join(link.Endpoints(), ",")); code != 0 {
 		t.Fatalf("clusters init: exit %d, %q, %q", code, out, stderr)
 	}
-	r, err := etcdlock.NewShards(embedtest.Context(t, long), d.clis["a"])
+	r, err := shard.New(embedtest.Context(t, long), d.clis["a"])
 	if err != nil {
 		t.Fatal(err)
 	}

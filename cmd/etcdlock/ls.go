@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -59,15 +60,15 @@ func (a *app) ls(prefix, output string) error {
 		if err != nil {
 			return err
 		}
-		var states []etcdlock.LockState
+		var states []shard.State
 		if !sharded {
 			a.warnMember(ctx, cli)
 		}
 		if sharded { // every member cluster's names
 			defer r.Close()
 			states, err = a.listClusters(ctx, r, prefix)
-		} else if states, err = etcdlock.List(ctx, cli, prefix); err != nil {
-			err = exitf(exitUsage, "%s", libErr(err))
+		} else {
+			states, err = listPlain(ctx, cli, prefix)
 		}
 		if err != nil {
 			return err
@@ -87,9 +88,9 @@ func (a *app) ls(prefix, output string) error {
 // listClusters is Shards.List over the member clusters that answer, read
 // at once: a cluster that does not answer (within the command's timeout)
 // is named on stderr and left out. It fails only when none answers.
-func (a *app) listClusters(ctx context.Context, r *etcdlock.Shards, prefix string) ([]etcdlock.LockState, error) {
+func (a *app) listClusters(ctx context.Context, r *shard.Shards, prefix string) ([]shard.State, error) {
 	clusters := r.Clusters()
-	states := make([][]etcdlock.LockState, len(clusters))
+	states := make([][]shard.State, len(clusters))
 	errs := make([]error, len(clusters))
 	var wg sync.WaitGroup
 	for i, c := range clusters {
@@ -100,7 +101,7 @@ func (a *app) listClusters(ctx context.Context, r *etcdlock.Shards, prefix strin
 		}()
 	}
 	wg.Wait()
-	var out []etcdlock.LockState
+	var out []shard.State
 	failed := 0
 	for i, c := range clusters {
 		if errs[i] != nil {
@@ -116,10 +117,23 @@ func (a *app) listClusters(ctx context.Context, r *etcdlock.Shards, prefix strin
 	return out, nil
 }
 
+// listPlain lists the names under prefix on cli's cluster alone.
+func listPlain(ctx context.Context, cli *clientv3.Client, prefix string) ([]shard.State, error) {
+	all, err := etcdlock.List(ctx, cli, prefix)
+	if err != nil {
+		return nil, exitf(exitUsage, "%s", libErr(err))
+	}
+	out := make([]shard.State, len(all))
+	for i, st := range all {
+		out[i] = shard.State{LockState: st}
+	}
+	return out, nil
+}
+
 // listOn lists the names under prefix on cluster id whose slot the map
 // gives id (a name seen on another, the source of a move that just
 // switched, is left out), as Shards.List does.
-func listOn(ctx context.Context, r *etcdlock.Shards, id, prefix string) ([]etcdlock.LockState, error) {
+func listOn(ctx context.Context, r *shard.Shards, id, prefix string) ([]shard.State, error) {
 	cli, err := r.Client(ctx, id)
 	if err != nil {
 		return nil, err
@@ -128,12 +142,12 @@ func listOn(ctx context.Context, r *etcdlock.Shards, id, prefix string) ([]etcdl
 	if err != nil {
 		return nil, err
 	}
-	var out []etcdlock.LockState
-	for _, st := range all {
-		if owner, _ := r.ClusterOf(st.Name); owner != id {
+	var out []shard.State
+	for _, ls := range all {
+		if owner, _ := r.ClusterOf(ls.Name); owner != id {
 			continue
 		}
-		st.Cluster, st.Slot = id, etcdlock.SlotOf(st.Name)
+		st := shard.State{LockState: ls, Cluster: id, Slot: shard.SlotOf(ls.Name)}
 		if len(st.Holders) > 0 {
 			st.Generation = st.Holders[0].Token.Generation()
 		}
@@ -163,7 +177,7 @@ func (a *app) printLs(out []lsJSON) error {
 }
 
 // heldOf is the locks of states that have a holder.
-func heldOf(states []etcdlock.LockState) []lsJSON {
+func heldOf(states []shard.State) []lsJSON {
 	out := []lsJSON{}
 	for _, st := range states {
 		if st.Holder == nil {

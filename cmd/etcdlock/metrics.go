@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/etcdlock/etcdlock/lockmetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,10 +46,10 @@ func (a *app) listenMetrics(addr string) (*metricsServer, error) {
 }
 
 // serve starts serving, with s's health on /healthz; logf reports a failure.
-func (ms *metricsServer) serve(s *etcdlock.Session, logf func(string, ...any)) {
+func (ms *metricsServer) serve(s acquire.Session, logf func(string, ...any)) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(ms.reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", etcdlock.NewSessionHealth(s, s.TTL()/3))
+	mux.Handle("/healthz", health(s, s.TTL()/3))
 	ms.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(ms.done)
@@ -67,4 +69,24 @@ func (ms *metricsServer) stop() {
 	defer cancel()
 	_ = ms.srv.Shutdown(ctx)
 	<-ms.done
+}
+
+// health is etcdlock.SessionHealth of s; of a sharded s (no lease of its
+// own), the same check of its ValidUntil, the earliest of its clusters'.
+func health(s acquire.Session, headroom time.Duration) http.Handler {
+	if ps, ok := acquire.Unwrap(s); ok {
+		return etcdlock.NewSessionHealth(ps, headroom)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Err(); err != nil {
+			http.Error(w, fmt.Sprintf("sharded session: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		left := time.Until(s.ValidUntil())
+		if left <= headroom {
+			http.Error(w, fmt.Sprintf("sharded session: valid for only %v (want more than %v)", left.Round(time.Millisecond), headroom), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: sharded session valid for %v\n", left.Round(time.Millisecond))
+	})
 }

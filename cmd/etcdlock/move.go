@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -58,7 +58,7 @@ func (a *app) moveCmd() *cobra.Command {
 				if err := checkName(cmd, name); err != nil {
 					return err
 				}
-				slot = etcdlock.SlotOf(name)
+				slot = shard.SlotOf(name)
 			}
 			if abort {
 				return a.abortMove(slot)
@@ -66,7 +66,7 @@ func (a *app) moveCmd() *cobra.Command {
 			if forceAfter > 0 {
 				a.logf("--force-after %v: holders still on the source then are broken while they may still run; safe only for resources that check fencing tokens", forceAfter)
 			}
-			return a.move(slot, to, etcdlock.MoveOptions{ForceAfter: forceAfter, Resume: resume})
+			return a.move(slot, to, shard.MoveOptions{ForceAfter: forceAfter, Resume: resume})
 		},
 	}
 	cmd.Flags().IntVar(&slot, "slot", 0, "the slot to move (0-4095)")
@@ -99,7 +99,7 @@ func (a *app) abortMove(slot int) error {
 }
 
 // move runs the move until it is done or a signal stops it.
-func (a *app) move(slot int, to string, o etcdlock.MoveOptions) error {
+func (a *app) move(slot int, to string, o shard.MoveOptions) error {
 	cli, err := a.connect(context.Background())
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func (a *app) move(slot int, to string, o etcdlock.MoveOptions) error {
 	}
 	defer r.Close()
 	last, recorded := "", false
-	o.Progress = func(p etcdlock.MoveProgress) {
+	o.Progress = func(p shard.MoveProgress) {
 		recorded = true // every phase reported comes after the record
 		line := progressLine(p)
 		if line != last {
@@ -127,14 +127,14 @@ func (a *app) move(slot int, to string, o etcdlock.MoveOptions) error {
 		return nil
 	case ctx.Err() != nil:
 		return exitf(exitUsage, "%s (interrupted: the slot stays frozen; finish with --resume, or give up with --abort)", libErr(err))
-	case recorded && !errors.Is(err, etcdlock.ErrMoveAborted):
+	case recorded && !errors.Is(err, shard.ErrMoveAborted):
 		return exitf(exitUsage, "%s (the move stays recorded and the slot frozen: finish it with --resume, or give it up with --abort)", libErr(err))
 	}
 	return exitf(exitUsage, "%s", libErr(err))
 }
 
 // progressLine is one line of move's output.
-func progressLine(p etcdlock.MoveProgress) string {
+func progressLine(p shard.MoveProgress) string {
 	head := fmt.Sprintf("slot %d:", p.Slot)
 	switch p.Phase {
 	case "started":

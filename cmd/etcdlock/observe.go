@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/spf13/cobra"
 )
 
@@ -44,8 +45,8 @@ func (a *app) checkElection(e *etcdlock.Election) error {
 
 // watch checks that name is an election and starts observing it; stop ends
 // the observation.
-func (a *app) watch(s *etcdlock.Session, name string) (e *etcdlock.Election, infos <-chan etcdlock.LeaderInfo, stop context.CancelFunc, err error) {
-	e = etcdlock.NewElection(s, name)
+func (a *app) watch(s acquire.Session, name string) (e *etcdlock.Election, infos <-chan etcdlock.LeaderInfo, stop context.CancelFunc, err error) {
+	e = s.NewElection(name)
 	if err := a.checkElection(e); err != nil {
 		return nil, nil, nil, err
 	}

@@ -40,7 +40,7 @@ func (r *recipe) check(cmd *cobra.Command) error {
 }
 
 // take waits for the grant (or, with try, takes it only if free).
-func (r *recipe) take(ctx context.Context, s *etcdlock.Session, name string, try bool) (*etcdlock.Lock, error) {
+func (r *recipe) take(ctx context.Context, s acquire.Session, name string, try bool) (*etcdlock.Lock, error) {
 	k := acquire.Kind{}
 	switch {
 	case r.semaphore > 0:

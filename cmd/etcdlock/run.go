@@ -174,11 +174,11 @@ func (a *app) run(cmd *cobra.Command, args []string, o *holdOpts, rk *recipe, on
 // takeAll takes names together (LockAll; TryLockAll with try).
 func takeAll(names []string) taker {
 	return func(ctx context.Context, h *held, try bool) (*grant, error) {
-		take := etcdlock.LockAll
+		take := h.s.LockAll
 		if try {
-			take = etcdlock.TryLockAll
+			take = h.s.TryLockAll
 		}
-		ls, err := take(ctx, h.s, names...)
+		ls, err := take(ctx, names...)
 		if err != nil {
 			return nil, err
 		}

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/serve"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -156,7 +156,7 @@ func (a *app) serve(listen, socket string, cfg serve.Config, auth serveAuth) err
 // serveConfig completes cfg: the logger, the shared sessions' identity,
 // the state reads (of a sharded deployment when r is its routing), and the
 // callers' clients with --client-auth etcd.
-func (a *app) serveConfig(cfg *serve.Config, cli *clientv3.Client, r *etcdlock.Shards, auth serveAuth) error {
+func (a *app) serveConfig(cfg *serve.Config, cli *clientv3.Client, r *shard.Shards, auth serveAuth) error {
 	cfg.Logger, cfg.Identity, cfg.Shards = a.logger(), serveIdentity(), r
 	cfg.State = func(ctx context.Context, cli *clientv3.Client, name string) (any, error) {
 		return statusOf(ctx, cli, name)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,7 +23,7 @@ import (
 type deployment struct {
 	cs   []*embedtest.Cluster
 	clis map[string]*clientv3.Client // a direct client of each cluster
-	r    *etcdlock.Shards
+	r    *shard.Shards
 }
 
 // startDeployment starts d, closed at cleanup.
@@ -35,7 +35,7 @@ func startDeployment(t *testing.T) *deployment {
 		"b="+strings.Join(d.cs[1].Endpoints(), ",")); code != 0 {
 		t.Fatalf("clusters init: exit %d, %q, %q", code, out, stderr)
 	}
-	r, err := etcdlock.NewShards(embedtest.Context(t, long), d.clis["a"])
+	r, err := shard.New(embedtest.Context(t, long), d.clis["a"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +158,12 @@ func TestShardedServe(t *testing.T) {
 func TestShardedOneClusterDown(t *testing.T) {
 	d := startDeployment(t)
 	name := d.nameOn(t, "a")
-	s, err := etcdlock.NewShardedSession(embedtest.Context(t, long), d.r)
+	s, err := shard.NewSession(embedtest.Context(t, long), d.r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if _, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, long)); err != nil {
+	if _, err := s.NewMutex(name).Lock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cs[1].Close(); err != nil {
@@ -246,12 +246,12 @@ func TestMoveAbort(t *testing.T) {
 		t.Fatalf("move --abort --to: exit %d, %q", code, stderr)
 	}
 	name := d.nameOn(t, "a")
-	s, err := etcdlock.NewShardedSession(embedtest.Context(t, long), d.r)
+	s, err := shard.NewSession(embedtest.Context(t, long), d.r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	l, err := etcdlock.NewMutex(s, name).Lock(embedtest.Context(t, long))
+	l, err := s.NewMutex(name).Lock(embedtest.Context(t, long))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestMoveAbort(t *testing.T) {
 		t.Fatalf("interrupted move: exit %d; stderr %s", code, mv.stderr.String())
 	}
 	code, out, stderr := d.sh(t, "move", "--name", name, "--abort")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("slot %d: the move from a to b aborted", etcdlock.SlotOf(name))) {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("slot %d: the move from a to b aborted", shard.SlotOf(name))) {
 		t.Fatalf("move --abort: exit %d, %q, %q", code, out, stderr)
 	}
 	if code, out, _ := d.sh(t, "status", name, "-o", "json"); code != 0 || strings.Contains(out, `"moving"`) || !strings.Contains(out, `"cluster": "a"`) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -14,7 +15,7 @@ import (
 // cluster is dialed with this command's TLS and credentials. ok is false
 // (and no error) when cli's cluster holds no slot map, or the user may not
 // read it: the deployment is one cluster.
-func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock.Shards, ok bool, err error) {
+func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *shard.Shards, ok bool, err error) {
 	r, ok, err = a.readShards(ctx, cli)
 	if err != nil {
 		return nil, false, exitf(exitUsage, "%s", libErr(err))
@@ -23,8 +24,8 @@ func (a *app) openShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock
 }
 
 // readShards is openShards with the library's error.
-func (a *app) readShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock.Shards, ok bool, err error) {
-	r, err = etcdlock.NewShards(ctx, cli, etcdlock.WithDialer(a.dialMember), etcdlock.WithShardsLogger(a.logger()))
+func (a *app) readShards(ctx context.Context, cli *clientv3.Client) (r *shard.Shards, ok bool, err error) {
+	r, err = shard.New(ctx, cli, shard.WithDialer(a.dialMember), shard.WithLogger(a.logger()))
 	switch {
 	case err == nil:
 		return r, true, nil
@@ -44,7 +45,7 @@ func (a *app) readShards(ctx context.Context, cli *clientv3.Client) (r *etcdlock
 //
 // A failure to read (etcd down, or without a leader) is one that run and
 // elect wait out within --wait (see unavailable).
-func (a *app) routing(ctx context.Context, cli *clientv3.Client, what string) (*etcdlock.Shards, error) {
+func (a *app) routing(ctx context.Context, cli *clientv3.Client, what string) (*shard.Shards, error) {
 	rctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
 	r, ok, err := a.readShards(rctx, cli)
@@ -85,7 +86,7 @@ func (a *app) warnMember(ctx context.Context, cli *clientv3.Client) {
 }
 
 // mustShards is openShards for the commands that need a deployment.
-func (a *app) mustShards(ctx context.Context, cli *clientv3.Client) (*etcdlock.Shards, error) {
+func (a *app) mustShards(ctx context.Context, cli *clientv3.Client) (*shard.Shards, error) {
 	r, ok, err := a.openShards(ctx, cli)
 	if err == nil && !ok {
 		err = exitf(exitUsage, "the cluster at --endpoints holds no slot map: it is not the root of a sharded deployment (etcdlock clusters init)")
@@ -95,4 +96,17 @@ func (a *app) mustShards(ctx context.Context, cli *clientv3.Client) (*etcdlock.S
 
 func (a *app) dialMember(ctx context.Context, _ string, eps []string) (*clientv3.Client, error) {
 	return a.connectTo(ctx, eps)
+}
+
+// withShards runs body with the sharded deployment whose root --endpoints
+// reaches (see mustShards), closed after it.
+func (a *app) withShards(body func(ctx context.Context, r *shard.Shards) error) error {
+	return a.withClient(func(ctx context.Context, cli *clientv3.Client) error {
+		r, err := a.mustShards(ctx, cli)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		return body(ctx, r)
+	})
 }

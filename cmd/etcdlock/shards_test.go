@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestShardedDeployment drives the operators' commands on two clusters:
@@ -31,7 +32,7 @@ func TestShardedDeployment(t *testing.T) {
 	}
 	ctx := embedtest.Context(t, long)
 	rootCli := cs[0].TestClient(t)
-	r, err := etcdlock.NewShards(ctx, rootCli)
+	r, err := shard.New(ctx, rootCli)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +40,17 @@ func TestShardedDeployment(t *testing.T) {
 	name := embedtest.UniqueName(t, "cli")
 	from, _ := r.ClusterOf(name)
 	to := map[string]string{"a": "b", "b": "a"}[from]
-	s, err := etcdlock.NewShardedSession(ctx, r)
+	s, err := shard.NewSession(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+	l, err := s.NewMutex(name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := sh("status", name)
-	if want := fmt.Sprintf("lives on cluster %s (slot %d, generation %d)", from, etcdlock.SlotOf(name), l.Token().Generation()); code != 0 ||
+	if want := fmt.Sprintf("lives on cluster %s (slot %d, generation %d)", from, shard.SlotOf(name), l.Token().Generation()); code != 0 ||
 		!strings.Contains(out, want) || !strings.Contains(out, l.Token().String()) {
 		t.Fatalf("status: exit %d, stderr %q, want %q and token %d in:\n%s", code, stderr, want, l.Token(), out)
 	}
@@ -152,7 +153,7 @@ func checkClustersJSON(t *testing.T, sh func(...string) (int, string, string), f
 			t.Fatalf("clusters: %+v", c)
 		}
 	}
-	if slots != etcdlock.NumSlots {
+	if slots != shard.NumSlots {
 		t.Fatalf("clusters: %d slots in all", slots)
 	}
 	if code, out, _ := sh("clusters", "--interval", "100ms"); code != 0 || !strings.Contains(out, "COMMITS/S") {

@@ -9,7 +9,8 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
-	"github.com/etcdlock/etcdlock/internal/etcderr"
+	"github.com/etcdlock/etcdlock/internal/etcdx"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -84,7 +85,7 @@ func (a *app) routedStatus(ctx context.Context, root *clientv3.Client, name stri
 // shardedStatus is statusOf on the cluster of r that name's slot is on,
 // saying where, and whether a move holds the slot (status, and serve's
 // /v1/state).
-func shardedStatus(ctx context.Context, r *etcdlock.Shards, name string) (statusJSON, error) {
+func shardedStatus(ctx context.Context, r *shard.Shards, name string) (statusJSON, error) {
 	where, cli, err := r.Where(ctx, name)
 	if err != nil {
 		return statusJSON{}, exitf(exitUsage, "%s", libErr(err))
@@ -98,7 +99,7 @@ func shardedStatus(ctx context.Context, r *etcdlock.Shards, name string) (status
 // movingOf is the slot's move as r's map watch last saw it, with the
 // slot's stamp on where's cluster; nil when no move is recorded and the
 // stamp is active.
-func movingOf(r *etcdlock.Shards, where etcdlock.Placement) *lockjson.Moving {
+func movingOf(r *shard.Shards, where shard.Placement) *lockjson.Moving {
 	mi, moving := r.Moving(where.Slot)
 	if !moving && where.Stamp == "active" {
 		return nil
@@ -170,7 +171,7 @@ func leaseTTLs(ctx context.Context, cli *clientv3.Client, name string, st *etcdl
 		}
 		resp, err := cli.TimeToLive(ctx, e.Lease)
 		switch {
-		case err != nil && etcderr.IsLeaseNotFound(err):
+		case err != nil && etcdx.IsLeaseNotFound(err):
 			ttls[e.Lease] = -1
 		case err != nil:
 			return nil, exitf(exitUsage, "lease %s of %q: %s", leaseHex(e.Lease), name, errText(err))

@@ -6,8 +6,8 @@ import (
 	"net"
 	"os"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/ui"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -98,7 +98,7 @@ func (a *app) serveUI(listen, prefix string, allowBreak bool) error {
 // memberSources is every member cluster of r, for a sharded page, each
 // dialed by the page (again, until it answers: a cluster that is down
 // shows as such, and the others are shown).
-func memberSources(r *etcdlock.Shards) []ui.Source {
+func memberSources(r *shard.Shards) []ui.Source {
 	var out []ui.Source
 	for _, c := range r.Clusters() {
 		out = append(out, ui.Source{ID: c.ID, Dial: func(ctx context.Context) (*clientv3.Client, error) {

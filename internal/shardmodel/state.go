@@ -11,7 +11,7 @@ const (
 	maxClients  = 2
 )
 
-// Stamp states (shardlayout.go: stampActive, stampFrozen, stampIncoming).
+// Stamp states (internal/layout/stamps.go: StampActive, StampFrozen, StampIncoming).
 const (
 	stNone uint8 = iota
 	stActive
@@ -165,7 +165,7 @@ func (s *State) delKey(c int, rev uint8) bool {
 }
 
 // raiseGen raises member c's generation above every generation the root
-// records and its own (raiseGeneration in shardadmin.go: the root's record
+// records and its own (raiseGeneration in shard/admin.go: the root's record
 // first, the member's key second; one step here) and returns it.
 func (s *State) raiseGen(c int) uint8 {
 	g := s.C[c].GenKey

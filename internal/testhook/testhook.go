@@ -5,6 +5,7 @@
 // barriers and validity clock.
 //
 // Package etcdlock sets every variable here when it is initialised (its
+// testhooks.go), but ShardSession, which package shard sets (its
 // testhooks.go); nothing else may set them. A *Session, *Lock or *Leadership
 // is passed as any, since this package cannot import etcdlock. Only tests
 // use this package; being internal, it is no part of the public API.
@@ -56,6 +57,10 @@ var (
 	ReaperIdle func(s any) bool
 	// SessionOf returns the *Session of a *Lock or a *Leadership.
 	SessionOf func(grant any) any
+	// ShardSession returns the routed *etcdlock.Session inside a
+	// *shard.Session, and true; false for anything else. Package shard
+	// sets it, so that every hook above also takes a *shard.Session.
+	ShardSession func(s any) (any, bool)
 )
 
 // The key layout.

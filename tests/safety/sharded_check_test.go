@@ -25,6 +25,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -94,7 +95,7 @@ func (sc *shardCell) checkName(name string, events map[string][]recorded, probes
 	add(Tokens, "", CheckTokens(h))
 	matched := map[etcdlock.Token]bool{}
 	for _, id := range sc.ids {
-		qh := clusterHistory(h, etcdlock.SlotOf(name), events[id], probes[id], matched)
+		qh := clusterHistory(h, shard.SlotOf(name), events[id], probes[id], matched)
 		add(Grants, id+": ", checkGrants(qh, &r.Unbounded))
 		add(FIFO, id+": ", CheckFIFO(qh))
 		add(Held, id+": ", CheckHeld(qh))

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // moverKinds are the nemesis's actions; the cell runs until it has done
@@ -33,7 +34,7 @@ func (sc *shardCell) moverLane(ctx context.Context, plan []string) {
 			kind = plan[0]
 		}
 		name := shardNames[sc.randN(len(shardNames))]
-		sc.settle(etcdlock.SlotOf(name), 30*time.Second)
+		sc.settle(shard.SlotOf(name), 30*time.Second)
 		switch kind {
 		case "move", "force":
 			sc.moveOnce(name, kind)
@@ -64,13 +65,13 @@ func (sc *shardCell) record(action string, err error) {
 	switch {
 	case err == nil:
 		outcome = "ok"
-	case errors.Is(err, etcdlock.ErrMoveInProgress):
+	case errors.Is(err, shard.ErrMoveInProgress):
 		outcome = "in-progress"
-	case errors.Is(err, etcdlock.ErrMoveAborted):
+	case errors.Is(err, shard.ErrMoveAborted):
 		outcome = "aborted"
 	case errors.Is(err, etcdlock.ErrInvalidArgument):
 		outcome = "invalid"
-	case errors.Is(err, etcdlock.ErrUnavailable):
+	case errors.Is(err, shard.ErrUnavailable):
 		outcome = "unavailable"
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		outcome = "ctx"
@@ -83,8 +84,8 @@ func (sc *shardCell) record(action string, err error) {
 }
 
 // progress counts the phases a mover reports, then calls f (if any).
-func (sc *shardCell) progress(f func(etcdlock.MoveProgress)) func(etcdlock.MoveProgress) {
-	return func(p etcdlock.MoveProgress) {
+func (sc *shardCell) progress(f func(shard.MoveProgress)) func(shard.MoveProgress) {
+	return func(p shard.MoveProgress) {
 		sc.mu.Lock()
 		sc.n.phases[p.Phase]++
 		sc.mu.Unlock()
@@ -101,14 +102,14 @@ func (sc *shardCell) route(name string) (slot int, from, to string) {
 	if from == to {
 		to = sc.ids[1]
 	}
-	return etcdlock.SlotOf(name), from, to
+	return shard.SlotOf(name), from, to
 }
 
 // moveOnce moves name's slot to the other cluster; "force" with a
 // ForceAfter of 0.1-1 s.
 func (sc *shardCell) moveOnce(name, kind string) {
 	slot, _, to := sc.route(name)
-	o := etcdlock.MoveOptions{Progress: sc.progress(nil)}
+	o := shard.MoveOptions{Progress: sc.progress(nil)}
 	if kind == "force" {
 		o.ForceAfter = sc.randDur(100*time.Millisecond, time.Second)
 	}
@@ -129,7 +130,7 @@ func (sc *shardCell) resumeBeside(name string) {
 	phase := phases[sc.randN(len(phases))]
 	reached := make(chan struct{})
 	var once sync.Once
-	o := etcdlock.MoveOptions{Progress: sc.progress(func(p etcdlock.MoveProgress) {
+	o := shard.MoveOptions{Progress: sc.progress(func(p shard.MoveProgress) {
 		if p.Phase == phase {
 			once.Do(func() { close(reached) })
 		}
@@ -143,7 +144,7 @@ func (sc *shardCell) resumeBeside(name string) {
 	case err := <-done:
 		done <- err
 	}
-	err := sc.admin.MoveSlot(ctx, slot, to, etcdlock.MoveOptions{Resume: true, Progress: sc.progress(nil)})
+	err := sc.admin.MoveSlot(ctx, slot, to, shard.MoveOptions{Resume: true, Progress: sc.progress(nil)})
 	sc.record("resume beside", err)
 	sc.record("resume first", <-done)
 	sc.awaitOwner(name, to)
@@ -160,7 +161,7 @@ func (sc *shardCell) stall(name string) {
 	phase := phases[sc.randN(len(phases))]
 	reached, wake := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	o := etcdlock.MoveOptions{Progress: sc.progress(func(p etcdlock.MoveProgress) {
+	o := shard.MoveOptions{Progress: sc.progress(func(p shard.MoveProgress) {
 		if p.Phase == phase {
 			once.Do(func() { close(reached); <-wake })
 		}
@@ -189,13 +190,13 @@ func (sc *shardCell) stall(name string) {
 // whileStalled undoes or finishes the stalled move of name's slot to to,
 // then moves the slot twice.
 func (sc *shardCell) whileStalled(name, to string) {
-	slot := etcdlock.SlotOf(name)
+	slot := shard.SlotOf(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := sc.admin.AbortMove(ctx, slot)
 	sc.record("abort stalled", err)
-	if errors.Is(err, etcdlock.ErrMoveInProgress) {
-		err = sc.admin.MoveSlot(ctx, slot, to, etcdlock.MoveOptions{Resume: true, ForceAfter: time.Second, Progress: sc.progress(nil)})
+	if errors.Is(err, shard.ErrMoveInProgress) {
+		err = sc.admin.MoveSlot(ctx, slot, to, shard.MoveOptions{Resume: true, ForceAfter: time.Second, Progress: sc.progress(nil)})
 		sc.record("resume stalled", err)
 		if err == nil {
 			sc.awaitOwner(name, to)
@@ -203,7 +204,7 @@ func (sc *shardCell) whileStalled(name, to string) {
 	}
 	for i := 0; i < 2; i++ {
 		_, _, other := sc.route(name)
-		err := sc.admin.MoveSlot(ctx, slot, other, etcdlock.MoveOptions{ForceAfter: sc.randDur(200*time.Millisecond, 2*time.Second),
+		err := sc.admin.MoveSlot(ctx, slot, other, shard.MoveOptions{ForceAfter: sc.randDur(200*time.Millisecond, 2*time.Second),
 			Progress: sc.progress(nil)})
 		sc.record("move while stalled", err)
 		if err == nil {
@@ -224,7 +225,7 @@ func (sc *shardCell) abortBeside(name string) {
 	defer mcancel()
 	reached := make(chan struct{})
 	var once sync.Once
-	o := etcdlock.MoveOptions{Progress: sc.progress(func(p etcdlock.MoveProgress) {
+	o := shard.MoveOptions{Progress: sc.progress(func(p shard.MoveProgress) {
 		if p.Phase == phase {
 			once.Do(func() {
 				if giveUp {
@@ -280,7 +281,7 @@ func (sc *shardCell) settle(slot int, d time.Duration) bool {
 			return true
 		}
 		if err == nil {
-			err = sc.admin.MoveSlot(ctx, slot, to, etcdlock.MoveOptions{Resume: true, ForceAfter: time.Second, Progress: sc.progress(nil)})
+			err = sc.admin.MoveSlot(ctx, slot, to, shard.MoveOptions{Resume: true, ForceAfter: time.Second, Progress: sc.progress(nil)})
 			sc.record("settle resume", err)
 			if err != nil {
 				sc.record("settle abort", sc.admin.AbortMove(ctx, slot))

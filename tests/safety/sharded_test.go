@@ -3,7 +3,7 @@
 package safety
 
 // The sharded cell: in-process workers share sharded sessions
-// (NewShardedSession) over a deployment of two 3-member clusters, locking
+// (shard.NewSession) over a deployment of two 3-member clusters, locking
 // two names on two slots that the mover nemesis (sharded_mover_test.go)
 // moves back and forth between the clusters, while the member lane of each
 // cluster (faults_test.go), holds and cuts of the workers' links, and
@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -68,7 +68,7 @@ type shardCell struct {
 	subs     map[string]*cell // per cluster, for its member lane
 	recs     map[string]*recorder
 	prbs     map[string]*prober
-	admin    *etcdlock.Shards // the nemesis's, on the root's direct client
+	admin    *shard.Shards // the nemesis's, on the root's direct client
 	regs     map[string]*Register
 	urls     map[string]string
 
@@ -145,8 +145,8 @@ func TestSafetySharded(t *testing.T) {
 // starts the links, recorders, probers and registers.
 func (sc *shardCell) start() {
 	t := sc.t
-	if etcdlock.SlotOf(shardNames[0]) == etcdlock.SlotOf(shardNames[1]) {
-		t.Fatalf("the names share slot %d", etcdlock.SlotOf(shardNames[0]))
+	if shard.SlotOf(shardNames[0]) == shard.SlotOf(shardNames[1]) {
+		t.Fatalf("the names share slot %d", shard.SlotOf(shardNames[0]))
 	}
 	sc.clusters, sc.clis, sc.links = map[string]*embedtest.Cluster{}, map[string]*clientv3.Client{}, map[string][]*embedtest.Link{}
 	sc.subs, sc.recs, sc.prbs = map[string]*cell{}, map[string]*recorder{}, map[string]*prober{}
@@ -167,10 +167,10 @@ func (sc *shardCell) start() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root := sc.clis[sc.ids[0]]
-	if err := etcdlock.CreateShards(ctx, root, eps, nil); err != nil {
+	if err := shard.Create(ctx, root, eps); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := etcdlock.NewShards(ctx, root)
+	admin, err := shard.New(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func (sc *shardCell) run() time.Duration {
 func (sc *shardCell) stopWorkers(workers *sync.WaitGroup, stopWork context.CancelFunc) {
 	sc.healLinksAndMembers()
 	for _, name := range shardNames {
-		if !sc.settle(etcdlock.SlotOf(name), time.Minute) {
+		if !sc.settle(shard.SlotOf(name), time.Minute) {
 			sc.errorf("%s: a move of its slot is still recorded a minute after the faults", name)
 		}
 	}

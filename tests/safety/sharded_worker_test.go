@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -45,7 +46,7 @@ func (n shardCounts) String() string {
 type shardWorker struct {
 	sc   *shardCell
 	id   int
-	sess *etcdlock.Session
+	sess *shard.Session
 	res  map[string]*httpRegister
 }
 
@@ -68,14 +69,14 @@ func (sc *shardCell) worker(ctx context.Context) {
 		return clientv3.New(workerClientConfig(sc.workerEndpoints(id), roleRegister))
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	shards, err := etcdlock.NewShards(sctx, root, etcdlock.WithDialer(dial))
+	shards, err := shard.New(sctx, root, shard.WithDialer(dial))
 	cancel()
 	if err != nil {
 		sc.errorf("worker %d: shards: %v", w.id, err)
 		return
 	}
 	defer shards.Close()
-	w.sess, err = etcdlock.NewShardedSession(ctx, shards, etcdlock.WithTTL(sessionTTL),
+	w.sess, err = shard.NewSession(ctx, shards, etcdlock.WithTTL(sessionTTL),
 		etcdlock.WithIdentity(fmt.Sprintf("sharded-worker-%d", w.id)))
 	if err != nil {
 		sc.errorf("worker %d: session: %v", w.id, err)
@@ -97,7 +98,7 @@ func (sc *shardCell) isStopping() bool {
 // increments its register and unlocks.
 func (w *shardWorker) iteration(ctx context.Context, name string) {
 	sc := w.sc
-	l, err := etcdlock.NewMutex(w.sess, name).Lock(ctx)
+	l, err := w.sess.NewMutex(name).Lock(ctx)
 	if err != nil {
 		sc.mu.Lock()
 		sc.n.lockErrors++

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestAttackForceWaitersOfEveryKind: one holder and one waiter of each kind
@@ -24,50 +25,50 @@ func TestAttackForceWaitersOfEveryKind(t *testing.T) {
 // forcedKind is a holder and a waiter of one kind of acquisition.
 type forcedKind struct {
 	name string
-	hold func(ctx context.Context, s *etcdlock.Session, n string) error
-	wait func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error)
+	hold func(ctx context.Context, s *shard.Session, n string) error
+	wait func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, error)
 }
 
 func forcedKinds() []forcedKind {
 	return []forcedKind{
-		{"LockAll", func(ctx context.Context, s *etcdlock.Session, n string) error {
-			_, err := etcdlock.NewMutex(s, n).Lock(ctx)
+		{"LockAll", func(ctx context.Context, s *shard.Session, n string) error {
+			_, err := s.NewMutex(n).Lock(ctx)
 			return err
-		}, func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error) {
-			ls, err := etcdlock.LockAll(ctx, s, n, etcdlock.ShardKey(n)+"/other")
+		}, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, error) {
+			ls, err := s.LockAll(ctx, n, shard.KeyOf(n)+"/other")
 			if err != nil {
 				return 0, err
 			}
 			defer ls.Unlock(ctx)
 			return ls.Lock(n).Token(), nil
 		}},
-		{"RWMutex", func(ctx context.Context, s *etcdlock.Session, n string) error {
-			_, err := etcdlock.NewRWMutex(s, n).RLock(ctx)
+		{"RWMutex", func(ctx context.Context, s *shard.Session, n string) error {
+			_, err := s.NewRWMutex(n).RLock(ctx)
 			return err
-		}, func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error) {
-			l, err := etcdlock.NewRWMutex(s, n).Lock(ctx)
+		}, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, error) {
+			l, err := s.NewRWMutex(n).Lock(ctx)
 			if err != nil {
 				return 0, err
 			}
 			defer l.Unlock(ctx)
 			return l.Token(), nil
 		}},
-		{"Semaphore", func(ctx context.Context, s *etcdlock.Session, n string) error {
-			_, err := etcdlock.NewSemaphore(s, n, 1).Acquire(ctx)
+		{"Semaphore", func(ctx context.Context, s *shard.Session, n string) error {
+			_, err := s.NewSemaphore(n, 1).Acquire(ctx)
 			return err
-		}, func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error) {
-			l, err := etcdlock.NewSemaphore(s, n, 1).Acquire(ctx)
+		}, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, error) {
+			l, err := s.NewSemaphore(n, 1).Acquire(ctx)
 			if err != nil {
 				return 0, err
 			}
 			defer l.Unlock(ctx)
 			return l.Token(), nil
 		}},
-		{"Election", func(ctx context.Context, s *etcdlock.Session, n string) error {
-			_, err := etcdlock.NewElection(s, n).Campaign(ctx, "a")
+		{"Election", func(ctx context.Context, s *shard.Session, n string) error {
+			_, err := s.NewElection(n).Campaign(ctx, "a")
 			return err
-		}, func(ctx context.Context, s *etcdlock.Session, n string) (etcdlock.Token, error) {
-			l, err := etcdlock.NewElection(s, n).Campaign(ctx, "b")
+		}, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, error) {
+			l, err := s.NewElection(n).Campaign(ctx, "b")
 			if err != nil {
 				return 0, err
 			}
@@ -94,7 +95,7 @@ func checkForcedWaiter(t *testing.T, d *deployment, k forcedKind) {
 		res <- err
 	}()
 	waitFor(t, 30*time.Second, "the waiter", func() bool { return len(d.keysOf(t, "c0", name)) == 2 })
-	d.move(t, name, "c1", etcdlock.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
+	d.move(t, name, "c1", shard.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
 	select {
 	case err := <-res:
 		if err != nil {

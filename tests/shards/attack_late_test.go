@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // checkSettled asserts the slot of name is settled on owner: the map names
 // it, no move is recorded, its stamp is active there and on no other
 // cluster, and a lock is granted there with a token above after.
-func (d *deployment) checkSettled(t *testing.T, name, owner string, s *etcdlock.Session, after etcdlock.Token) etcdlock.Token {
+func (d *deployment) checkSettled(t *testing.T, name, owner string, s *shard.Session, after etcdlock.Token) etcdlock.Token {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	resp, err := d.root.Get(ctx, fmt.Sprintf("etcdlock-shards/moves/%04d", etcdlock.SlotOf(name)), clientv3.WithCountOnly())
+	resp, err := d.root.Get(ctx, fmt.Sprintf("etcdlock-shards/moves/%04d", shard.SlotOf(name)), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("a move record is left: %v %v", resp, err)
 	}
@@ -55,13 +56,13 @@ func TestAttackAbortThenLateMover(t *testing.T) {
 				tok := lockUnlock(t, s, name)
 				var h *etcdlock.Lock
 				if phase == "draining" {
-					h = mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+					h = mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 				}
 				late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
-				if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); err != nil {
+				if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); err != nil {
 					t.Fatalf("abort at %s: %v", phase, err)
 				}
-				if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+				if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 					t.Fatalf("second abort: %v", err)
 				}
 				if h != nil {
@@ -72,11 +73,11 @@ func TestAttackAbortThenLateMover(t *testing.T) {
 				tok = d.checkSettled(t, name, "c0", s, tok)
 				owner := "c0"
 				if moveAfter {
-					d.move(t, name, "c1", etcdlock.MoveOptions{})
+					d.move(t, name, "c1", shard.MoveOptions{})
 					owner = "c1"
 					tok = d.checkSettled(t, name, owner, s, tok)
 				}
-				if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
+				if err := late.result(t); !errors.Is(err, shard.ErrMoveAborted) {
 					t.Fatalf("late mover: %v, want ErrMoveAborted", err)
 				}
 				d.checkSettled(t, name, owner, s, tok)
@@ -100,7 +101,7 @@ func TestAttackResumeBesideStalled(t *testing.T) {
 				tok := lockUnlock(t, s, name)
 				var h *etcdlock.Lock
 				if phase == "draining" {
-					h = mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+					h = mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 				}
 				late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
 				if h != nil {
@@ -108,16 +109,16 @@ func TestAttackResumeBesideStalled(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
+				d.move(t, name, "c1", shard.MoveOptions{Resume: true})
 				tok = d.checkSettled(t, name, "c1", s, tok)
 				owner := "c1"
 				if back {
-					d.move(t, name, "c0", etcdlock.MoveOptions{})
+					d.move(t, name, "c0", shard.MoveOptions{})
 					owner = "c0"
 					tok = d.checkSettled(t, name, owner, s, tok)
 				}
 				err := late.result(t)
-				if back && !errors.Is(err, etcdlock.ErrMoveAborted) || !back && err != nil {
+				if back && !errors.Is(err, shard.ErrMoveAborted) || !back && err != nil {
 					t.Fatalf("late mover: %v", err)
 				}
 				d.checkSettled(t, name, owner, s, tok)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestAttackRaiseAfterRestoreMidMove: a move of a slot from c0 to c1 is
@@ -22,7 +22,7 @@ func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")
-	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	pre, err := d.clients["c0"].Get(ctx, key)
 	if err != nil || len(pre.Kvs) != 1 {
 		t.Fatal(pre, err)
@@ -42,7 +42,7 @@ func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 	if err := late.result(t); err != nil {
 		t.Fatalf("the woken move: %v", err)
 	}
-	a := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	a := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	if len(d.keysOf(t, "c1", name)) != 1 || len(d.keysOf(t, "c0", name)) != 0 {
 		t.Fatalf("the grant after the move: token %d, keys on c1 %v, on c0 %v", a.Token(), d.keysOf(t, "c1", name), d.keysOf(t, "c0", name))
 	}
@@ -63,18 +63,18 @@ func TestRaiseDuringAMoveAndAbort(t *testing.T) {
 	s := session(t, d.newShards(t))
 	name := d.nameOn(t, "c0")
 	before := lockUnlock(t, s, name)
-	h := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	h := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	late := stallMove(t, ctx, d.newShards(t), name, "c1", "draining")
-	if _, err := d.admin.RaiseGeneration(ctx, "c0"); !errors.Is(err, etcdlock.ErrMoveInProgress) {
+	if _, err := d.admin.RaiseGeneration(ctx, "c0"); !errors.Is(err, shard.ErrMoveInProgress) {
 		t.Fatalf("a raise of the source during a move: %v, want ErrMoveInProgress", err)
 	}
-	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); err != nil {
+	if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
+	if err := late.result(t); !errors.Is(err, shard.ErrMoveAborted) {
 		t.Fatalf("the aborted mover: %v", err)
 	}
 	g, err := d.admin.RaiseGeneration(ctx, "c0")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestAttackLateSwitchSpins: a call of move E1 (c0 to c1) stalls after its
@@ -19,8 +19,8 @@ func TestAttackLateSwitchSpins(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")
 	late := stallMove(t, ctx, d.newShards(t), name, "c1", "activated")
-	d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
-	h := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	d.move(t, name, "c1", shard.MoveOptions{Resume: true})
+	h := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	e2 := stallMove(t, ctx, d.newShards(t), name, "c2", "draining")
 	root := d.clusters[0].Members()[0]
 	before := root.Calls("/etcdserverpb.KV/Txn")
@@ -43,7 +43,7 @@ func TestAttackLateSwitchSpins(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := d.newShards(t).ClusterOf(name)
-	if spun >= 0 || !errors.Is(err, etcdlock.ErrMoveAborted) {
+	if spun >= 0 || !errors.Is(err, shard.ErrMoveAborted) {
 		t.Fatalf("late E1 call: returned %v (map names %s); while E2 ran it did not return and sent %d Txns to the root in 3s", err, got, spun)
 	}
 }

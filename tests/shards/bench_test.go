@@ -2,11 +2,13 @@ package shards_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // BenchmarkGrant compares a grant and release of a free lock on a plain
@@ -20,26 +22,38 @@ func BenchmarkGrant(b *testing.B) {
 	c := embedtest.Start(b, embedtest.WithFsync(false))
 	cli := c.TestClient(b)
 	plain := embedtest.Start(b, embedtest.WithFsync(false)).TestClient(b)
-	if err := etcdlock.CreateShards(ctx, cli, map[string][]string{"c0": c.Endpoints()}, nil); err != nil {
+	if err := shard.Create(ctx, cli, map[string][]string{"c0": c.Endpoints()}); err != nil {
 		b.Fatal(err)
 	}
-	r, err := etcdlock.NewShards(ctx, cli)
+	r, err := shard.New(ctx, cli)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.Close() })
-	open := map[string]func() (*etcdlock.Session, error){
-		"plain":   func() (*etcdlock.Session, error) { return etcdlock.NewSession(ctx, plain) },
-		"sharded": func() (*etcdlock.Session, error) { return etcdlock.NewShardedSession(ctx, r) },
+	open := map[string]func() (*etcdlock.Mutex, io.Closer, error){
+		"plain": func() (*etcdlock.Mutex, io.Closer, error) {
+			s, err := etcdlock.NewSession(ctx, plain)
+			if err != nil {
+				return nil, nil, err
+			}
+			return etcdlock.NewMutex(s, "bench/plain"), s, nil
+		},
+		"sharded": func() (*etcdlock.Mutex, io.Closer, error) {
+			s, err := shard.NewSession(ctx, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s.NewMutex("bench/sharded"), s, nil
+		},
 	}
 	for _, kind := range benchOrder {
 		b.Run(kind, func(b *testing.B) {
-			s, err := open[kind]()
+			m, s, err := open[kind]()
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			benchGrants(b, ctx, etcdlock.NewMutex(s, "bench/"+kind))
+			benchGrants(b, ctx, m)
 		})
 	}
 }

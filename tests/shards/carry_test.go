@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestRunOnceAcrossMove: a run recorded on the source counts on the target
@@ -18,13 +19,13 @@ func TestRunOnceAcrossMove(t *testing.T) {
 	r := d.newShards(t)
 	s := session(t, r)
 	name := d.nameOn(t, "c0")
-	m := etcdlock.NewMutex(s, name)
+	m := s.NewMutex(name)
 	ran := 0
 	job := func(context.Context, *etcdlock.Lock) error { ran++; return nil }
 	if err := m.RunOnce(ctx, "2026-12-03", job); err != nil {
 		t.Fatal(err)
 	}
-	d.move(t, name, "c1", etcdlock.MoveOptions{}, r)
+	d.move(t, name, "c1", shard.MoveOptions{}, r)
 	if err := m.RunOnce(ctx, "2026-12-03", job); !errors.Is(err, etcdlock.ErrAlreadyDone) || ran != 1 {
 		t.Fatalf("RunOnce of the same id after the move: %v, fn ran %d times", err, ran)
 	}
@@ -43,9 +44,9 @@ func TestObserveAcrossMove(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
-	watcher := etcdlock.NewElection(session(t, r), name)
+	watcher := session(t, r).NewElection(name)
 	seen := watcher.Observe(ctx)
-	first, err := etcdlock.NewElection(session(t, r), name).Campaign(ctx, "on c0")
+	first, err := session(t, r).NewElection(name).Campaign(ctx, "on c0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func TestObserveAcrossMove(t *testing.T) {
 	if err := first.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d.move(t, name, "c1", etcdlock.MoveOptions{}, r)
-	second, err := etcdlock.NewElection(session(t, r), name).Campaign(ctx, "on c1")
+	d.move(t, name, "c1", shard.MoveOptions{}, r)
+	second, err := session(t, r).NewElection(name).Campaign(ctx, "on c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestBreakShardedGrant(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	name := d.nameOn(t, "c1")
-	l := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	l := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	if err := etcdlock.Break(ctx, d.clients["c1"], name, l.Token()); err != nil {
 		t.Fatalf("Break of token %d: %v", l.Token(), err)
 	}

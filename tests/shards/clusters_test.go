@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestCheckEndpoints: endpoints of a live cluster answer; a port nobody
 // listens on is ErrUnavailable; no endpoints is ErrInvalidArgument.
 func TestCheckEndpoints(t *testing.T) {
-	c := embedtest.Start(t, embedtest.WithMembers(1))
+	d := startDeployment(t, 1)
+	c := d.clusters[0]
 	for _, tc := range []struct {
 		name string
 		eps  []string
@@ -24,11 +25,11 @@ func TestCheckEndpoints(t *testing.T) {
 		is   error
 	}{
 		{"live", c.Endpoints(), "", nil},
-		{"nobody there", []string{"http://127.0.0.1:1"}, "endpoints http://127.0.0.1:1 do not answer", etcdlock.ErrUnavailable},
+		{"nobody there", []string{"http://127.0.0.1:1"}, "endpoints http://127.0.0.1:1 do not answer", shard.ErrUnavailable},
 		{"none", nil, "no endpoints", etcdlock.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := etcdlock.CheckEndpoints(testCtx(t, 2*time.Second), tc.eps, nil)
+			err := d.admin.CheckEndpoints(testCtx(t, 2*time.Second), tc.eps)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)
@@ -39,17 +40,17 @@ func TestCheckEndpoints(t *testing.T) {
 	}
 }
 
-// TestSetClusterEndpoints: a cluster's new endpoints (a link to the same
+// TestSetEndpoints: a cluster's new endpoints (a link to the same
 // cluster) are recorded with its generation kept; a Shards moves its
 // client to them, so the grant held there lives on, and the next
 // acquisition goes through the new ones. Bad calls change nothing.
-func TestSetClusterEndpoints(t *testing.T) {
+func TestSetEndpoints(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	s := session(t, r)
 	name := d.nameOn(t, "c1")
-	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+	l, err := s.NewMutex(name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +63,13 @@ func TestSetClusterEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := generationOf(t, r, "c1")
-	if err := etcdlock.SetClusterEndpoints(ctx, d.root, "c1", link.Endpoints()); err != nil {
+	if err := d.admin.SetEndpoints(ctx, "c1", link.Endpoints()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the client to move to the new endpoints", func() bool {
 		return slices.Equal(old.Endpoints(), link.Endpoints())
 	})
-	l2, err := etcdlock.NewMutex(s, d.nameOn(t, "c1")).Lock(ctx)
+	l2, err := s.NewMutex(d.nameOn(t, "c1")).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +89,15 @@ func TestSetClusterEndpoints(t *testing.T) {
 		id  string
 		eps []string
 	}{{"c9", link.Endpoints()}, {"c1", nil}, {"bad id", link.Endpoints()}} {
-		if err := etcdlock.SetClusterEndpoints(ctx, d.root, tc.id, tc.eps); !errors.Is(err, etcdlock.ErrInvalidArgument) {
-			t.Errorf("SetClusterEndpoints(%q, %v) = %v, want ErrInvalidArgument", tc.id, tc.eps, err)
+		if err := d.admin.SetEndpoints(ctx, tc.id, tc.eps); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+			t.Errorf("SetEndpoints(%q, %v) = %v, want ErrInvalidArgument", tc.id, tc.eps, err)
 		}
 	}
 }
 
 // generationOf returns the generation the root records for cluster id, as
 // r last read it.
-func generationOf(t *testing.T, r *etcdlock.Shards, id string) int64 {
+func generationOf(t *testing.T, r *shard.Shards, id string) int64 {
 	t.Helper()
 	for _, c := range r.Clusters() {
 		if c.ID == id {
@@ -123,33 +124,33 @@ func awaitDone(t *testing.T, ctx context.Context, what string) {
 func TestRemoveCluster(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
-	if err := etcdlock.AddCluster(ctx, d.root, "c2", d.clusters[1].Endpoints()); err != nil {
+	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {
 		t.Fatal(err)
 	}
 	r := d.newShards(t)
-	slot := etcdlock.SlotOf(d.nameOn(t, "c0"))
+	slot := shard.SlotOf(d.nameOn(t, "c0"))
 	stopAfterRecord(t, r, slot, "c2")
 	for _, tc := range []struct{ id, want string }{
 		{"c1", "gives cluster c1 2048 slots"},
 		{"c2", "named by the move of slot"},
 		{"c9", "unknown cluster"},
 	} {
-		if err := etcdlock.RemoveCluster(ctx, d.root, tc.id); !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+		if err := d.admin.RemoveCluster(ctx, tc.id); !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("RemoveCluster(%s) = %v, want ErrInvalidArgument with %q", tc.id, err, tc.want)
 		}
 	}
 	// Finish the move, then move the slot back: c2 has nothing left.
-	if err := r.MoveSlot(ctx, slot, "c2", etcdlock.MoveOptions{Resume: true}); err != nil {
+	if err := r.MoveSlot(ctx, slot, "c2", shard.MoveOptions{Resume: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.MoveSlot(ctx, slot, "c0", etcdlock.MoveOptions{}); err != nil {
+	if err := r.MoveSlot(ctx, slot, "c0", shard.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := r.Client(ctx, "c2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := etcdlock.RemoveCluster(ctx, d.root, "c2"); err != nil {
+	if err := d.admin.RemoveCluster(ctx, "c2"); err != nil {
 		t.Fatal(err)
 	}
 	awaitDone(t, old.Ctx(), "the client of the removed cluster to close")
@@ -160,11 +161,11 @@ func TestRemoveCluster(t *testing.T) {
 
 // stopAfterRecord starts a move of slot to id with r and stops it once it
 // is recorded: the move record stays (and the slot is not frozen).
-func stopAfterRecord(t *testing.T, r *etcdlock.Shards, slot int, id string) {
+func stopAfterRecord(t *testing.T, r *shard.Shards, slot int, id string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
 	defer cancel()
-	err := r.MoveSlot(ctx, slot, id, etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) {
+	err := r.MoveSlot(ctx, slot, id, shard.MoveOptions{Progress: func(p shard.MoveProgress) {
 		if p.Phase == "started" {
 			cancel()
 		}
@@ -180,14 +181,19 @@ func stopAfterRecord(t *testing.T, r *etcdlock.Shards, slot int, id string) {
 func TestRemoveClusterRace(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
-	if err := etcdlock.AddCluster(ctx, d.root, "c2", d.clusters[1].Endpoints()); err != nil {
+	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {
 		t.Fatal(err)
 	}
 	r := d.newShards(t)
-	slot := etcdlock.SlotOf(d.nameOn(t, "c0"))
+	slot := shard.SlotOf(d.nameOn(t, "c0"))
 	// A root client whose first Txn (RemoveCluster's read) is followed,
 	// before anything else is sent, by a move recorded to c2.
 	root := d.clusters[0].TestClient(t)
+	rr, err := shard.New(ctx, root) // before the hook: its first Txn is RemoveCluster's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rr.Close() })
 	first := true
 	root.KV = afterTxn{KV: root.KV, after: func() {
 		if first {
@@ -195,7 +201,7 @@ func TestRemoveClusterRace(t *testing.T) {
 			stopAfterRecord(t, r, slot, "c2")
 		}
 	}}
-	if err := etcdlock.RemoveCluster(ctx, root, "c2"); !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "named by the move of slot") {
+	if err := rr.RemoveCluster(ctx, "c2"); !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "named by the move of slot") {
 		t.Fatalf("RemoveCluster during a move's start = %v, want ErrInvalidArgument naming the move", err)
 	}
 	if resp, err := d.root.Get(ctx, "etcdlock-shards/clusters/c2", clientv3.WithCountOnly()); err != nil || resp.Count != 1 {

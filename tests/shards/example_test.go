@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
-// Names spread over two clusters: an operator makes the deployment once,
-// services make sharded sessions, and a move keeps tokens growing.
-func ExampleNewShardedSession() {
+// Names spread over two clusters (package shard): an operator makes the
+// deployment once, services make sharded sessions, and a move keeps
+// tokens growing.
+func Example_shardNewSession() {
 	ctx := context.Background()
 	clusters, err := embedtest.NewClusters(ctx, 2, embedtest.WithMembers(1))
 	if err != nil {
@@ -28,35 +29,35 @@ func ExampleNewShardedSession() {
 	defer root.Close()
 
 	// Once, by an operator: the root records the clusters and the slot map.
-	err = etcdlock.CreateShards(ctx, root, map[string][]string{
-		"eu-1": clusters[0].Endpoints(), "eu-2": clusters[1].Endpoints()}, nil)
+	err = shard.Create(ctx, root, map[string][]string{
+		"eu-1": clusters[0].Endpoints(), "eu-2": clusters[1].Endpoints()})
 	if err != nil {
 		panic(err)
 	}
 
 	// In a service: only the session is made differently.
-	shards, err := etcdlock.NewShards(ctx, root)
+	shards, err := shard.New(ctx, root)
 	if err != nil {
 		panic(err)
 	}
 	defer shards.Close()
-	s, err := etcdlock.NewShardedSession(ctx, shards)
+	s, err := shard.NewSession(ctx, shards)
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	m := etcdlock.NewMutex(s, "team-a/nightly")
+	m := s.NewMutex("team-a/nightly")
 	l, err := m.Lock(ctx)
 	if err != nil {
 		panic(err)
 	}
 	where, _ := shards.ClusterOf(m.Name())
-	fmt.Printf("slot %d on %s, generation %d\n", etcdlock.SlotOf(m.Name()), where, l.Token().Generation())
+	fmt.Printf("slot %d on %s, generation %d\n", shard.SlotOf(m.Name()), where, l.Token().Generation())
 	_ = l.Unlock(ctx)
 
 	// The operator moves the slot; the next grant is on eu-2, with a
 	// higher token.
-	if err := shards.MoveSlot(ctx, etcdlock.SlotOf(m.Name()), "eu-2", etcdlock.MoveOptions{}); err != nil {
+	if err := shards.MoveSlot(ctx, shard.SlotOf(m.Name()), "eu-2", shard.MoveOptions{}); err != nil {
 		panic(err)
 	}
 	l2, err := m.Lock(ctx)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,14 +23,14 @@ func TestFollowAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = flaky.Close() })
-	r, err := etcdlock.NewShards(ctx, flaky)
+	r, err := shard.New(ctx, flaky)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	name := d.nameOn(t, "c0")
 	link.Cut()
-	d.move(t, name, "c1", etcdlock.MoveOptions{})
+	d.move(t, name, "c1", shard.MoveOptions{})
 	// More revisions, then a compaction past all of them.
 	for range 3 {
 		if _, err := d.root.Put(ctx, "unrelated", "x"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestForceGrantsNoWaiterInPassing: a holder and three waiters of one name
@@ -21,13 +22,13 @@ func TestForceGrantsNoWaiterInPassing(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
+	holder := mustLock(t, session(t, r).NewMutex(name))
 	var mu sync.Mutex
 	var ran []etcdlock.Token
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
-			m := etcdlock.NewMutex(session(t, r), name)
+			m := session(t, r).NewMutex(name)
 			errs <- m.Run(ctx, func(ctx context.Context, l *etcdlock.Lock) error {
 				mu.Lock()
 				ran = append(ran, l.Token())
@@ -37,7 +38,7 @@ func TestForceGrantsNoWaiterInPassing(t *testing.T) {
 		}()
 	}
 	waitFor(t, 30*time.Second, "three waiters", func() bool { return len(d.keysOf(t, "c0", name)) == 4 })
-	d.move(t, name, "c1", etcdlock.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
+	d.move(t, name, "c1", shard.MoveOptions{ForceAfter: 100 * time.Millisecond}, r)
 	for range 3 {
 		if err := <-errs; err != nil {
 			t.Fatalf("a waiter's Run: %v", err)

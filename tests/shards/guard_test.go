@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/internal/testhook"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestSharedSessionNeverUsesAFrozenStamp: one sharded session, shared by
@@ -26,7 +27,7 @@ func TestSharedSessionNeverUsesAFrozenStamp(t *testing.T) {
 	s := session(t, r)
 	x := d.nameOn(t, "c0")
 	lockUnlock(t, s, x) // s knows the slot's stamp, active
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), x+"y"))
+	holder := mustLock(t, session(t, r).NewMutex(x+"y"))
 
 	entered, gate, sent := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
@@ -45,15 +46,15 @@ func TestSharedSessionNeverUsesAFrozenStamp(t *testing.T) {
 		}
 		return err
 	})
-	a := lockAsync(ctx, etcdlock.NewMutex(s, x))
+	a := lockAsync(ctx, s.NewMutex(x))
 	<-entered
-	phases := make(chan etcdlock.MoveProgress, 100)
+	phases := make(chan shard.MoveProgress, 100)
 	moved := make(chan error, 1)
 	go func() {
-		moved <- d.admin.MoveSlot(ctx, etcdlock.SlotOf(x), "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		moved <- d.admin.MoveSlot(ctx, shard.SlotOf(x), "c1", shard.MoveOptions{Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", 1)
-	if _, err := etcdlock.NewMutex(s, x+"z").TryLock(ctx); !errors.Is(err, etcdlock.ErrLocked) {
+	if _, err := s.NewMutex(x + "z").TryLock(ctx); !errors.Is(err, etcdlock.ErrLocked) {
 		t.Fatalf("TryLock on the frozen slot: %v, want ErrLocked", err)
 	}
 	close(gate)

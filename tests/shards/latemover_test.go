@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,17 +23,17 @@ type stalled struct {
 
 // stallMove starts a MoveSlot of name's slot to "to" on r that stops when
 // it reports phase, until the test releases it.
-func stallMove(t *testing.T, ctx context.Context, r *etcdlock.Shards, name, to, phase string) *stalled {
+func stallMove(t *testing.T, ctx context.Context, r *shard.Shards, name, to, phase string) *stalled {
 	t.Helper()
 	st := &stalled{reached: make(chan struct{}), release: make(chan struct{}), done: make(chan error, 1)}
 	var once sync.Once
-	o := etcdlock.MoveOptions{Owner: "stalled", Progress: func(p etcdlock.MoveProgress) {
+	o := shard.MoveOptions{Owner: "stalled", Progress: func(p shard.MoveProgress) {
 		if p.Phase == phase {
 			once.Do(func() { close(st.reached) })
 			<-st.release
 		}
 	}}
-	go func() { st.done <- r.MoveSlot(ctx, etcdlock.SlotOf(name), to, o) }()
+	go func() { st.done <- r.MoveSlot(ctx, shard.SlotOf(name), to, o) }()
 	select {
 	case <-st.reached:
 	case err := <-st.done:
@@ -74,7 +75,7 @@ type stampState struct {
 
 func (d *deployment) stamp(t *testing.T, id, name string) stampState {
 	t.Helper()
-	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name)))
+	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +89,9 @@ func (d *deployment) stamp(t *testing.T, id, name string) stampState {
 }
 
 // lockUnlock takes name once on s and releases it, returning its token.
-func lockUnlock(t *testing.T, s *etcdlock.Session, name string) etcdlock.Token {
+func lockUnlock(t *testing.T, s *shard.Session, name string) etcdlock.Token {
 	t.Helper()
-	l := mustLock(t, etcdlock.NewMutex(s, name))
+	l := mustLock(t, s.NewMutex(name))
 	if err := l.Unlock(testCtx(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +118,14 @@ func TestLateMoverWritesNothing(t *testing.T) {
 			name := d.nameOn(t, "c0")
 			before := lockUnlock(t, s, name)
 			late := stallMove(t, ctx, d.newShards(t), name, "c1", "raised")
-			d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
+			d.move(t, name, "c1", shard.MoveOptions{Resume: true})
 			onTarget := lockUnlock(t, s, name)
 			if tc.moveBack {
-				d.move(t, name, "c0", etcdlock.MoveOptions{})
+				d.move(t, name, "c0", shard.MoveOptions{})
 			}
 			err := late.result(t)
 			switch {
-			case tc.moveBack && !errors.Is(err, etcdlock.ErrMoveAborted):
+			case tc.moveBack && !errors.Is(err, shard.ErrMoveAborted):
 				t.Fatalf("the late call after a move back: %v, want ErrMoveAborted", err)
 			case !tc.moveBack && err != nil:
 				t.Fatalf("the late call of a finished move: %v", err)
@@ -157,7 +158,7 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 		t.Run(phase, func(t *testing.T) {
 			ctx := testCtx(t, 2*time.Minute)
 			name := d.nameOn(t, "c0")
-			m := etcdlock.NewMutex(session(t, d.newShards(t)), name)
+			m := session(t, d.newShards(t)).NewMutex(name)
 			runs := map[string]int{}
 			job := func(id string) {
 				t.Helper()
@@ -168,11 +169,11 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 			}
 			job("job-0") // a record exists before the late call scans
 			late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
-			d.move(t, name, "c1", etcdlock.MoveOptions{Resume: true})
+			d.move(t, name, "c1", shard.MoveOptions{Resume: true})
 			job("job-1")
-			d.move(t, name, "c0", etcdlock.MoveOptions{})
+			d.move(t, name, "c0", shard.MoveOptions{})
 			job("job-2")
-			if err := late.result(t); !errors.Is(err, etcdlock.ErrMoveAborted) {
+			if err := late.result(t); !errors.Is(err, shard.ErrMoveAborted) {
 				t.Fatalf("the late call: %v, want ErrMoveAborted", err)
 			}
 			job("job-0")

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
+	"github.com/etcdlock/etcdlock/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -26,7 +27,7 @@ func TestMoveRefusesLateEnqueue(t *testing.T) {
 	r, link := d.flakyShards(t)
 	s := session(t, r, etcdlock.WithTTL(15*time.Second))
 	name := d.nameOn(t, "c0")
-	m := etcdlock.NewMutex(s, name)
+	m := s.NewMutex(name)
 	first := mustLock(t, m) // the session's cluster session on c0, and the stamp, are known
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestMoveRefusesLateEnqueue(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the held enqueue never timed out")
 	}
-	d.move(t, name, "c1", etcdlock.MoveOptions{}, r)
+	d.move(t, name, "c1", shard.MoveOptions{}, r)
 
 	// Deliver what the link held, while watching the name on the source.
 	prefix, _ := etcdlock.KeyPrefix(name)
@@ -77,13 +78,13 @@ func TestMoveRefusesLateEnqueue(t *testing.T) {
 
 // flakyShards returns a Shards whose client of c0 goes through a link the
 // test controls, and that link.
-func (d *deployment) flakyShards(t *testing.T) (*etcdlock.Shards, *embedtest.Link) {
+func (d *deployment) flakyShards(t *testing.T) (*shard.Shards, *embedtest.Link) {
 	t.Helper()
 	flaky, link, err := d.clusters[0].FlakyClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := d.newShards(t, etcdlock.WithDialer(func(ctx context.Context, id string, eps []string) (*clientv3.Client, error) {
+	r := d.newShards(t, shard.WithDialer(func(ctx context.Context, id string, eps []string) (*clientv3.Client, error) {
 		if id == "c0" {
 			return flaky, nil
 		}

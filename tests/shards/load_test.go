@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestMoveUnderLoad: 16 workers lock four names of two slots and write
@@ -23,8 +24,8 @@ func TestMoveUnderLoad(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, 3*time.Minute)
 	r := d.newShards(t)
-	k1 := etcdlock.ShardKey(d.nameOn(t, "c0"))
-	k2 := etcdlock.ShardKey(d.nameOn(t, "c1"))
+	k1 := shard.KeyOf(d.nameOn(t, "c0"))
+	k2 := shard.KeyOf(d.nameOn(t, "c1"))
 	names := []string{k1 + "/a", k1 + "/b", k2 + "/a", "x/{" + k2 + "}"}
 	res := map[string]*resource{}
 	for _, n := range names {
@@ -41,7 +42,7 @@ func TestMoveUnderLoad(t *testing.T) {
 				to = "c0"
 			}
 			before := res[names[0]].grants.Load() + res[names[2]].grants.Load()
-			d.move(t, k, to, etcdlock.MoveOptions{})
+			d.move(t, k, to, shard.MoveOptions{})
 			moves++
 			waitFor(t, 30*time.Second, "grants after the move", func() bool {
 				return len(errs) > 0 || res[names[0]].grants.Load()+res[names[2]].grants.Load() > before+2
@@ -73,7 +74,7 @@ type resource struct {
 // startWorkers starts n workers, each with its own sharded session on r,
 // that use the names in turn until stop ends; a worker that fails sends
 // its error on errs and stops.
-func startWorkers(t *testing.T, r *etcdlock.Shards, n int, stop context.Context, names []string, res map[string]*resource, errs chan<- error) *sync.WaitGroup {
+func startWorkers(t *testing.T, r *shard.Shards, n int, stop context.Context, names []string, res map[string]*resource, errs chan<- error) *sync.WaitGroup {
 	t.Helper()
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
@@ -101,8 +102,8 @@ const holdFor = 15 * time.Millisecond
 
 // useOnce locks name, admits its token at the resource, checks nobody else
 // is inside, and releases. A ctx that ends is not an error.
-func useOnce(ctx context.Context, s *etcdlock.Session, name string, admit func(etcdlock.Token) error, occupied *atomic.Int32) error {
-	l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+func useOnce(ctx context.Context, s *shard.Session, name string, admit func(etcdlock.Token) error, occupied *atomic.Int32) error {
+	l, err := s.NewMutex(name).Lock(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

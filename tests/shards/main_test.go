@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -36,11 +37,11 @@ type deployment struct {
 	ids      []string
 	clients  map[string]*clientv3.Client
 	root     *clientv3.Client
-	admin    *etcdlock.Shards
+	admin    *shard.Shards
 }
 
 // startDeployment starts one cluster per entry of members, with that many
-// members, and makes them one sharded deployment (CreateShards), closed at
+// members, and makes them one sharded deployment (shard.Create), closed at
 // cleanup.
 func startDeployment(t *testing.T, members ...int) *deployment {
 	t.Helper()
@@ -57,7 +58,7 @@ func startDeployment(t *testing.T, members ...int) *deployment {
 	}
 	d.root = d.clients["c0"]
 	ctx := testCtx(t, time.Minute)
-	if err := etcdlock.CreateShards(ctx, d.root, eps, nil); err != nil {
+	if err := shard.Create(ctx, d.root, eps); err != nil {
 		t.Fatal(err)
 	}
 	d.admin = d.newShards(t)
@@ -66,9 +67,9 @@ func startDeployment(t *testing.T, members ...int) *deployment {
 
 // newShards returns a Shards of d (dial: each cluster's client, nil for
 // the default), closed at cleanup.
-func (d *deployment) newShards(t *testing.T, opts ...etcdlock.ShardsOption) *etcdlock.Shards {
+func (d *deployment) newShards(t *testing.T, opts ...shard.Option) *shard.Shards {
 	t.Helper()
-	r, err := etcdlock.NewShards(testCtx(t, 30*time.Second), d.root, opts...)
+	r, err := shard.New(testCtx(t, 30*time.Second), d.root, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,9 @@ func (d *deployment) newShards(t *testing.T, opts ...etcdlock.ShardsOption) *etc
 }
 
 // session opens a sharded session on r, closed at cleanup.
-func session(t *testing.T, r *etcdlock.Shards, opts ...etcdlock.SessionOption) *etcdlock.Session {
+func session(t *testing.T, r *shard.Shards, opts ...etcdlock.SessionOption) *shard.Session {
 	t.Helper()
-	s, err := etcdlock.NewShardedSession(testCtx(t, 10*time.Second), r, opts...)
+	s, err := shard.NewSession(testCtx(t, 10*time.Second), r, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +128,9 @@ func (d *deployment) keysOf(t *testing.T, id, name string) []string {
 
 // move moves name's slot to id with the operator's Shards, and waits until
 // every Shards in also routes it there.
-func (d *deployment) move(t *testing.T, name, to string, o etcdlock.MoveOptions, also ...*etcdlock.Shards) {
+func (d *deployment) move(t *testing.T, name, to string, o shard.MoveOptions, also ...*shard.Shards) {
 	t.Helper()
-	if err := d.admin.MoveSlot(testCtx(t, time.Minute), etcdlock.SlotOf(name), to, o); err != nil {
+	if err := d.admin.MoveSlot(testCtx(t, time.Minute), shard.SlotOf(name), to, o); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range append(also, d.admin) {

@@ -12,16 +12,42 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// recipes is what acquisitions uses of a session: a *shard.Session, or a
+// plain one (plainRecipes).
+type recipes interface {
+	NewMutex(name string) *etcdlock.Mutex
+	NewRWMutex(name string) *etcdlock.RWMutex
+	NewSemaphore(name string, n int) *etcdlock.Semaphore
+	NewElection(name string) *etcdlock.Election
+	LockAll(ctx context.Context, names ...string) (*etcdlock.Locks, error)
+	TryLockAll(ctx context.Context, names ...string) (*etcdlock.Locks, error)
+}
+
+type plainRecipes struct{ s *etcdlock.Session }
+
+func (p plainRecipes) NewMutex(n string) *etcdlock.Mutex     { return etcdlock.NewMutex(p.s, n) }
+func (p plainRecipes) NewRWMutex(n string) *etcdlock.RWMutex { return etcdlock.NewRWMutex(p.s, n) }
+func (p plainRecipes) NewSemaphore(n string, k int) *etcdlock.Semaphore {
+	return etcdlock.NewSemaphore(p.s, n, k)
+}
+func (p plainRecipes) NewElection(n string) *etcdlock.Election { return etcdlock.NewElection(p.s, n) }
+func (p plainRecipes) LockAll(ctx context.Context, names ...string) (*etcdlock.Locks, error) {
+	return etcdlock.LockAll(ctx, p.s, names...)
+}
+func (p plainRecipes) TryLockAll(ctx context.Context, names ...string) (*etcdlock.Locks, error) {
+	return etcdlock.TryLockAll(ctx, p.s, names...)
+}
+
 // acquisitions returns every way to acquire name on s, by name; each
 // releases what it got.
-func acquisitions(ctx context.Context, s *etcdlock.Session, name string) map[string]func() error {
+func acquisitions(ctx context.Context, s recipes, name string) map[string]func() error {
 	lock := func(l *etcdlock.Lock, err error) error {
 		if err == nil {
 			err = l.Unlock(ctx)
 		}
 		return err
 	}
-	m, rw, sem, e := etcdlock.NewMutex(s, name), etcdlock.NewRWMutex(s, name), etcdlock.NewSemaphore(s, name, 2), etcdlock.NewElection(s, name)
+	m, rw, sem, e := s.NewMutex(name), s.NewRWMutex(name), s.NewSemaphore(name, 2), s.NewElection(name)
 	run := func(context.Context, *etcdlock.Lock) error { return nil }
 	return map[string]func() error{
 		"Mutex.Lock":           func() error { return lock(m.Lock(ctx)) },
@@ -40,21 +66,21 @@ func acquisitions(ctx context.Context, s *etcdlock.Session, name string) map[str
 			return err
 		},
 		"LockAll": func() error {
-			ls, err := etcdlock.LockAll(ctx, s, name, name+"/b")
+			ls, err := s.LockAll(ctx, name, name+"/b")
 			if err == nil {
 				err = ls.Unlock(ctx)
 			}
 			return err
 		},
 		"TryLockAll": func() error {
-			ls, err := etcdlock.TryLockAll(ctx, s, name, name+"/b")
+			ls, err := s.TryLockAll(ctx, name, name+"/b")
 			if err == nil {
 				err = ls.Unlock(ctx)
 			}
 			return err
 		},
 		"Mutex.RunOnce":    func() error { return m.RunOnce(ctx, "1", run) },
-		"Mutex.TryRunOnce": func() error { return etcdlock.NewMutex(s, name+"/try").TryRunOnce(ctx, "1", run) },
+		"Mutex.TryRunOnce": func() error { return s.NewMutex(name+"/try").TryRunOnce(ctx, "1", run) },
 		"Mutex.Run":        func() error { return m.Run(ctx, run) },
 		"Election.Run":     func() error { return e.Run(ctx, "v", func(context.Context) error { return nil }) },
 	}
@@ -63,7 +89,7 @@ func acquisitions(ctx context.Context, s *etcdlock.Session, name string) map[str
 // TestPlainSessionOnMember: a plain session on a member cluster of a
 // sharded deployment (the root, and a member only) opens, but every
 // acquisition on it is refused with ErrInvalidArgument, saying to use
-// NewShardedSession, and writes nothing, also on the session Run opens
+// shard.NewSession, and writes nothing, also on the session Run opens
 // when it is lost; its reads work. The sharded
 // session's own sessions on those clusters acquire as before.
 func TestPlainSessionOnMember(t *testing.T) {
@@ -78,10 +104,10 @@ func TestPlainSessionOnMember(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = plain.Close() })
 			name := d.nameOn(t, id)
-			for what, acquire := range acquisitions(ctx, plain, name) {
+			for what, acquire := range acquisitions(ctx, plainRecipes{plain}, name) {
 				err := acquire()
-				if !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "NewShardedSession") {
-					t.Fatalf("%s on a plain session of %s: %v; want ErrInvalidArgument naming NewShardedSession", what, id, err)
+				if !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "shard.NewSession") {
+					t.Fatalf("%s on a plain session of %s: %v; want ErrInvalidArgument naming shard.NewSession", what, id, err)
 				}
 				if what == "Mutex.Lock" {
 					t.Log(err)

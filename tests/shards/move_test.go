@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestTokensGrowAcrossMove: every name of a slot gets a higher token after
@@ -25,13 +26,13 @@ func TestTokensGrowAcrossMove(t *testing.T) {
 	r := d.newShards(t)
 	s := session(t, r)
 	first := d.nameOn(t, "c0")
-	team := etcdlock.ShardKey(first)
+	team := shard.KeyOf(first)
 	names := []string{first, team + "/a", team + "/b/c", "x/{" + team + "}"}
 	last := map[string]etcdlock.Token{}
 	takeAll := func(where string) {
 		t.Helper()
 		for _, n := range names {
-			l, err := etcdlock.NewMutex(s, n).Lock(ctx)
+			l, err := s.NewMutex(n).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,9 +51,9 @@ func TestTokensGrowAcrossMove(t *testing.T) {
 		}
 	}
 	takeAll("c0")
-	d.move(t, first, "c1", etcdlock.MoveOptions{}, r)
+	d.move(t, first, "c1", shard.MoveOptions{}, r)
 	takeAll("c1")
-	d.move(t, first, "c0", etcdlock.MoveOptions{}, r)
+	d.move(t, first, "c0", shard.MoveOptions{}, r)
 	takeAll("c0")
 }
 
@@ -81,18 +82,18 @@ func TestMoveDrainsInOrder(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
-	before := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
+	holder := mustLock(t, session(t, r).NewMutex(name))
+	before := lockAsync(ctx, session(t, r).NewMutex(name))
 	waitFor(t, 10*time.Second, "the first waiter's key", func() bool { return len(d.keysOf(t, "c0", name)) == 2 })
 
-	phases := make(chan etcdlock.MoveProgress, 100)
+	phases := make(chan shard.MoveProgress, 100)
 	moved := make(chan error, 1)
 	go func() {
-		moved <- d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{
-			Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		moved <- d.admin.MoveSlot(ctx, shard.SlotOf(name), "c1", shard.MoveOptions{
+			Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", 2)
-	during := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
+	during := lockAsync(ctx, session(t, r).NewMutex(name))
 
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestMoveDrainsInOrder(t *testing.T) {
 }
 
 // awaitPhase waits for the move to report phase with keys keys left.
-func awaitPhase(t *testing.T, phases <-chan etcdlock.MoveProgress, phase string, keys int) {
+func awaitPhase(t *testing.T, phases <-chan shard.MoveProgress, phase string, keys int) {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -151,13 +152,13 @@ func TestMoveForceAfter(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
-	stuck := mustLock(t, etcdlock.NewMutex(session(t, r), name))
-	d.move(t, name, "c0", etcdlock.MoveOptions{ForceAfter: 500 * time.Millisecond}, r)
+	stuck := mustLock(t, session(t, r).NewMutex(name))
+	d.move(t, name, "c0", shard.MoveOptions{ForceAfter: 500 * time.Millisecond}, r)
 	<-stuck.Context().Done()
 	if cause := context.Cause(stuck.Context()); !errors.Is(cause, etcdlock.ErrLockLost) {
 		t.Fatalf("the broken holder's cause: %v, want ErrLockLost", cause)
 	}
-	l := mustLock(t, etcdlock.NewMutex(session(t, r), name))
+	l := mustLock(t, session(t, r).NewMutex(name))
 	if len(d.keysOf(t, "c0", name)) != 1 || l.Token() <= stuck.Token() {
 		t.Fatalf("after the move: token %d after %d", l.Token(), stuck.Token())
 	}
@@ -170,7 +171,7 @@ func TestMoveBadInput(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	name := d.nameOn(t, "c0")
-	slot := etcdlock.SlotOf(name)
+	slot := shard.SlotOf(name)
 	mapRev := func() int64 {
 		resp, err := d.root.Get(ctx, "etcdlock-shards/map")
 		if err != nil {
@@ -187,11 +188,11 @@ func TestMoveBadInput(t *testing.T) {
 	}{
 		{"unknown cluster", slot, "c9", etcdlock.ErrInvalidArgument},
 		{"slot below range", -1, "c1", etcdlock.ErrInvalidArgument},
-		{"slot above range", etcdlock.NumSlots, "c1", etcdlock.ErrInvalidArgument},
+		{"slot above range", shard.NumSlots, "c1", etcdlock.ErrInvalidArgument},
 		{"slot already there", slot, "c0", etcdlock.ErrInvalidArgument},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			err := d.admin.MoveSlot(ctx, tc.slot, tc.to, etcdlock.MoveOptions{})
+			err := d.admin.MoveSlot(ctx, tc.slot, tc.to, shard.MoveOptions{})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("MoveSlot = %v, want %v", err, tc.want)
 			}
@@ -200,16 +201,16 @@ func TestMoveBadInput(t *testing.T) {
 	}
 	// A second move while the first drains.
 	r := d.newShards(t)
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
-	phases := make(chan etcdlock.MoveProgress, 100)
+	holder := mustLock(t, session(t, r).NewMutex(name))
+	phases := make(chan shard.MoveProgress, 100)
 	first := make(chan error, 1)
 	go func() {
-		first <- d.admin.MoveSlot(ctx, slot, "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		first <- d.admin.MoveSlot(ctx, slot, "c1", shard.MoveOptions{Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", 1)
 	for _, to := range []string{"c1", "c0"} {
-		err := d.admin.MoveSlot(ctx, slot, to, etcdlock.MoveOptions{})
-		if !errors.Is(err, etcdlock.ErrMoveInProgress) {
+		err := d.admin.MoveSlot(ctx, slot, to, shard.MoveOptions{})
+		if !errors.Is(err, shard.ErrMoveInProgress) {
 			t.Fatalf("a second move to %s = %v, want ErrMoveInProgress", to, err)
 		}
 		t.Log(err)
@@ -242,7 +243,7 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 func TestRaiseGeneration(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
-	m := etcdlock.NewMutex(session(t, d.newShards(t)), d.nameOn(t, "c1"))
+	m := session(t, d.newShards(t)).NewMutex(d.nameOn(t, "c1"))
 	before := mustLock(t, m)
 	if err := before.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -269,20 +270,20 @@ func TestMoveResume(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
-	phases := make(chan etcdlock.MoveProgress, 100)
+	holder := mustLock(t, session(t, r).NewMutex(name))
+	phases := make(chan shard.MoveProgress, 100)
 	mctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- d.admin.MoveSlot(mctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		stopped <- d.admin.MoveSlot(mctx, shard.SlotOf(name), "c1", shard.MoveOptions{Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", 1)
 	stop()
 	if err := <-stopped; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stopped move: %v", err)
 	}
-	waiter := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
-	if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{}); !errors.Is(err, etcdlock.ErrMoveInProgress) {
+	waiter := lockAsync(ctx, session(t, r).NewMutex(name))
+	if err := d.admin.MoveSlot(ctx, shard.SlotOf(name), "c1", shard.MoveOptions{}); !errors.Is(err, shard.ErrMoveInProgress) {
 		t.Fatalf("a move without Resume: %v", err)
 	}
 	if err := holder.Unlock(ctx); err != nil {
@@ -293,7 +294,7 @@ func TestMoveResume(t *testing.T) {
 		t.Fatalf("granted while the slot is frozen: %v, %v", g.l, g.err)
 	default:
 	}
-	if err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Resume: true}); err != nil {
+	if err := d.admin.MoveSlot(ctx, shard.SlotOf(name), "c1", shard.MoveOptions{Resume: true}); err != nil {
 		t.Fatal(err)
 	}
 	g := <-waiter

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -24,12 +25,12 @@ func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	name, kept := d.nameOn(t, "c0"), d.nameOn(t, "c0")
-	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	snap, err := d.clients["c0"].Get(ctx, key)
 	if err != nil || len(snap.Kvs) != 1 {
 		t.Fatalf("the stamp before the move: %v, %v", snap, err)
 	}
-	d.move(t, name, "c1", etcdlock.MoveOptions{})
+	d.move(t, name, "c1", shard.MoveOptions{})
 	// The restore, as far as this slot goes: its stamp as the snapshot had it.
 	if _, err := d.clients["c0"].Put(ctx, key, string(snap.Kvs[0].Value)); err != nil {
 		t.Fatal(err)
@@ -58,12 +59,12 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1)
 	ctx := testCtx(t, time.Minute)
-	if err := etcdlock.AddCluster(ctx, d.root, "gone", []string{"127.0.0.1:1"}); err != nil {
+	if err := d.admin.AddCluster(ctx, "gone", []string{"127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
 	name := d.nameOn(t, "c0")
-	err := d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "gone", etcdlock.MoveOptions{})
-	if !errors.Is(err, etcdlock.ErrUnavailable) {
+	err := d.admin.MoveSlot(ctx, shard.SlotOf(name), "gone", shard.MoveOptions{})
+	if !errors.Is(err, shard.ErrUnavailable) {
 		t.Fatalf("a move to a dead cluster: %v, want ErrUnavailable", err)
 	}
 	if resp, err := d.root.Get(ctx, "etcdlock-shards/moves/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
@@ -73,17 +74,17 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 		t.Fatalf("the source's stamp: %+v", st)
 	}
 	// An alias: the same etcd cluster recorded under another id.
-	if err := etcdlock.AddCluster(ctx, d.root, "alias", d.clusters[0].Endpoints()); err != nil {
+	if err := d.admin.AddCluster(ctx, "alias", d.clusters[0].Endpoints()); err != nil {
 		t.Fatal(err)
 	}
-	err = d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "alias", etcdlock.MoveOptions{})
+	err = d.admin.MoveSlot(ctx, shard.SlotOf(name), "alias", shard.MoveOptions{})
 	if !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "one etcd cluster") {
 		t.Fatalf("a move to an alias of the source: %v, want ErrInvalidArgument", err)
 	}
 	if resp, err := d.root.Get(ctx, "etcdlock-shards/moves/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Fatalf("move records after the refused moves: %v, %v", resp, err)
 	}
-	l, err := etcdlock.NewMutex(session(t, d.newShards(t)), name).TryLock(ctx)
+	l, err := session(t, d.newShards(t)).NewMutex(name).TryLock(ctx)
 	if err != nil {
 		t.Fatalf("TryLock after the refused moves: %v", err)
 	}
@@ -101,17 +102,17 @@ func TestMoveRightAfterAddCluster(t *testing.T) {
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	root.Watcher = heldWatcher{Watcher: root.Watcher, held: held}
-	r, err := etcdlock.NewShards(ctx, root)
+	r, err := shard.New(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	name := d.nameOn(t, "c0")
 	extra := embedtest.Start(t, embedtest.WithMembers(1))
-	if err := etcdlock.AddCluster(ctx, d.root, "n0", extra.Endpoints()); err != nil {
+	if err := d.admin.AddCluster(ctx, "n0", extra.Endpoints()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.MoveSlot(ctx, etcdlock.SlotOf(name), "n0", etcdlock.MoveOptions{}); err != nil {
+	if err := r.MoveSlot(ctx, shard.SlotOf(name), "n0", shard.MoveOptions{}); err != nil {
 		t.Fatalf("move to n0 right after adding it: %v", err)
 	}
 	if st := d.stamp(t, "c0", name); st.State == "active" {
@@ -155,23 +156,23 @@ func TestAbortMove(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
-	holder := mustLock(t, etcdlock.NewMutex(session(t, r), name))
-	phases := make(chan etcdlock.MoveProgress, 100)
+	holder := mustLock(t, session(t, r).NewMutex(name))
+	phases := make(chan shard.MoveProgress, 100)
 	moved := make(chan error, 1)
 	go func() {
-		moved <- d.admin.MoveSlot(ctx, etcdlock.SlotOf(name), "c1", etcdlock.MoveOptions{Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		moved <- d.admin.MoveSlot(ctx, shard.SlotOf(name), "c1", shard.MoveOptions{Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", 1)
-	waiter := lockAsync(ctx, etcdlock.NewMutex(session(t, r), name))
+	waiter := lockAsync(ctx, session(t, r).NewMutex(name))
 	if err := d.admin.AbortMove(ctx, 5000); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("abort of a slot out of range: %v", err)
 	}
-	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); err != nil {
+	if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); err != nil {
 		t.Fatal(err)
 	}
 	// The mover's drain sees its frozen stamp re-written: it ends now, not
 	// when the holder lets go.
-	if err := <-moved; !errors.Is(err, etcdlock.ErrMoveAborted) {
+	if err := <-moved; !errors.Is(err, shard.ErrMoveAborted) {
 		t.Fatalf("the aborted mover: %v, want ErrMoveAborted", err)
 	}
 	if err := holder.Unlock(ctx); err != nil {
@@ -184,7 +185,7 @@ func TestAbortMove(t *testing.T) {
 	if st := d.stamp(t, "c1", name); st.State == "active" {
 		t.Fatalf("the target's stamp: %+v", st)
 	}
-	if err := d.admin.AbortMove(ctx, etcdlock.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+	if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("abort with no move recorded: %v", err)
 	}
 }
@@ -197,7 +198,7 @@ func TestRaiseUnstrandsAnOwnedSlot(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
 	name := d.nameOn(t, "c0")
-	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	if _, err := d.clients["c0"].Put(ctx, key, `{"state":"frozen","gen":1,"to":"c1","move":3}`); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestRaiseUnstrandsAnOwnedSlot(t *testing.T) {
 	if st := d.stamp(t, "c0", name); st.State != "active" || st.Gen != g {
 		t.Fatalf("the owned slot's stamp after the raise: %+v, want active at %d", st, g)
 	}
-	l := mustLock(t, etcdlock.NewMutex(session(t, d.newShards(t)), name))
+	l := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	if l.Token().Generation() != g {
 		t.Fatalf("granted at generation %d, want %d", l.Token().Generation(), g)
 	}

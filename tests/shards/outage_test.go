@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestOutageIsolation: one cluster's majority is killed. Its holders see
@@ -19,8 +20,8 @@ func TestOutageIsolation(t *testing.T) {
 	r := d.newShards(t)
 	s := session(t, r, etcdlock.WithTTL(3*time.Second))
 	up, down := d.nameOn(t, "c0"), d.nameOn(t, "c1")
-	kept := mustLock(t, etcdlock.NewMutex(s, up))
-	lost := mustLock(t, etcdlock.NewMutex(s, down))
+	kept := mustLock(t, s.NewMutex(up))
+	lost := mustLock(t, s.NewMutex(down))
 	for _, m := range d.clusters[1].Members()[:2] {
 		if err := m.Kill(); err != nil {
 			t.Fatal(err)
@@ -36,8 +37,8 @@ func TestOutageIsolation(t *testing.T) {
 	}
 	other := session(t, r)
 	for i := 0; i < 10; i++ {
-		for _, sess := range []*etcdlock.Session{s, other} {
-			l := mustLock(t, etcdlock.NewMutex(sess, d.nameOn(t, "c0")))
+		for _, sess := range []*shard.Session{s, other} {
+			l := mustLock(t, sess.NewMutex(d.nameOn(t, "c0")))
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +49,7 @@ func TestOutageIsolation(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := etcdlock.NewMutex(other, down).Lock(short); err == nil {
+	if _, err := other.NewMutex(down).Lock(short); err == nil {
 		t.Fatal("a name on the cluster without a majority was granted")
 	}
 	if err := kept.Unlock(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -20,14 +21,14 @@ import (
 // ends) while it drains keys keys: the move stays recorded and the source
 // frozen, as after a mover that crashed. Each of also (and the operator's
 // Shards) sees the record before it returns.
-func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also ...*etcdlock.Shards) {
+func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also ...*shard.Shards) {
 	t.Helper()
-	phases := make(chan etcdlock.MoveProgress, 100)
+	phases := make(chan shard.MoveProgress, 100)
 	mctx, stop := context.WithCancel(testCtx(t, time.Minute))
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- d.admin.MoveSlot(mctx, etcdlock.SlotOf(name), id, etcdlock.MoveOptions{
-			Progress: func(p etcdlock.MoveProgress) { phases <- p }})
+		stopped <- d.admin.MoveSlot(mctx, shard.SlotOf(name), id, shard.MoveOptions{
+			Progress: func(p shard.MoveProgress) { phases <- p }})
 	}()
 	awaitPhase(t, phases, "draining", keys)
 	stop()
@@ -36,7 +37,7 @@ func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also .
 	}
 	for _, r := range append(also, d.admin) {
 		waitFor(t, 10*time.Second, "the move record to reach every client", func() bool {
-			_, ok := r.Moving(etcdlock.SlotOf(name))
+			_, ok := r.Moving(shard.SlotOf(name))
 			return ok
 		})
 	}
@@ -44,7 +45,7 @@ func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also .
 
 // checkSlot checks what Describe and Where of r say of name: cluster id,
 // status, and the move (from, to) when the status is SlotMoving.
-func checkSlot(t *testing.T, r *etcdlock.Shards, name, id, status, from, to string) *etcdlock.LockState {
+func checkSlot(t *testing.T, r *shard.Shards, name, id, status, from, to string) *shard.State {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
 	st, err := r.Describe(ctx, name)
@@ -57,11 +58,11 @@ func checkSlot(t *testing.T, r *etcdlock.Shards, name, id, status, from, to stri
 	}
 	for what, got := range map[string]struct {
 		cluster, status string
-		move            *etcdlock.MoveInfo
+		move            *shard.MoveInfo
 	}{"Describe": {st.Cluster, st.SlotStatus, st.Move}, "Where": {p.Cluster, p.Status, p.Move}} {
 		moveOK := got.move == nil
-		if status == etcdlock.SlotMoving {
-			moveOK = got.move != nil && got.move.Slot == etcdlock.SlotOf(name) && got.move.From == from && got.move.To == to
+		if status == shard.SlotMoving {
+			moveOK = got.move != nil && got.move.Slot == shard.SlotOf(name) && got.move.From == from && got.move.To == to
 		}
 		if got.cluster != id || got.status != status || !moveOK {
 			t.Fatalf("%s: cluster %s, status %q, move %+v; want %s, %q, from %q to %q",
@@ -81,15 +82,15 @@ func TestReadsDuringMove(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
-	e := etcdlock.NewElection(session(t, r), name)
+	e := session(t, r).NewElection(name)
 	l, err := e.Campaign(ctx, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSlot(t, r, name, "c1", etcdlock.SlotActive, "", "")
+	checkSlot(t, r, name, "c1", shard.SlotActive, "", "")
 	d.stopInDrain(t, name, "c0", 1, r)
 
-	if st := checkSlot(t, r, name, "c1", etcdlock.SlotMoving, "c1", "c0"); st.Holder == nil || st.Holder.Token != l.Token() {
+	if st := checkSlot(t, r, name, "c1", shard.SlotMoving, "c1", "c0"); st.Holder == nil || st.Holder.Token != l.Token() {
 		t.Fatalf("Describe during the drain: holder %+v, want the leader's key (token %d)", st.Holder, l.Token())
 	}
 	if info, err := e.Leader(ctx); err != nil || info.Token != l.Token() {
@@ -98,7 +99,7 @@ func TestReadsDuringMove(t *testing.T) {
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := checkSlot(t, r, name, "c1", etcdlock.SlotMoving, "c1", "c0"); st.Holder != nil {
+	if st := checkSlot(t, r, name, "c1", shard.SlotMoving, "c1", "c0"); st.Holder != nil {
 		t.Fatalf("Describe after the resign: holder %+v", st.Holder)
 	}
 	_, err = e.Leader(ctx)
@@ -107,8 +108,8 @@ func TestReadsDuringMove(t *testing.T) {
 	}
 	t.Log(err)
 
-	d.move(t, name, "c0", etcdlock.MoveOptions{Resume: true}, r)
-	checkSlot(t, r, name, "c0", etcdlock.SlotActive, "", "")
+	d.move(t, name, "c0", shard.MoveOptions{Resume: true}, r)
+	checkSlot(t, r, name, "c0", shard.SlotActive, "", "")
 	if _, err := e.Leader(ctx); !errors.Is(err, etcdlock.ErrNoLeader) {
 		t.Fatalf("Leader after the move: %v, want ErrNoLeader", err)
 	}
@@ -124,11 +125,11 @@ func TestReadsFrozenSlot(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
-	e := etcdlock.NewElection(session(t, r), name)
+	e := session(t, r).NewElection(name)
 	if _, err := e.Leader(ctx); !errors.Is(err, etcdlock.ErrNoLeader) {
 		t.Fatalf("Leader of a free name: %v, want ErrNoLeader", err)
 	}
-	key := fmt.Sprintf("etcdlock-shards/slots/%04d", etcdlock.SlotOf(name))
+	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	resp, err := d.clients["c1"].Get(ctx, key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the stamp: %v, %v", resp, err)
@@ -142,14 +143,14 @@ func TestReadsFrozenSlot(t *testing.T) {
 	if _, err := d.clients["c1"].Put(ctx, key, string(frozen)); err != nil {
 		t.Fatal(err)
 	}
-	checkSlot(t, r, name, "c1", etcdlock.SlotFrozen, "", "")
+	checkSlot(t, r, name, "c1", shard.SlotFrozen, "", "")
 	if _, err := e.Leader(ctx); !errors.Is(err, etcdlock.ErrSlotMoving) {
 		t.Fatalf("Leader of a name whose slot is frozen: %v, want ErrSlotMoving", err)
 	}
 	if _, err := d.clients["c1"].Put(ctx, key, string(resp.Kvs[0].Value)); err != nil {
 		t.Fatal(err)
 	}
-	checkSlot(t, r, name, "c1", etcdlock.SlotActive, "", "")
+	checkSlot(t, r, name, "c1", shard.SlotActive, "", "")
 }
 
 // logSignal returns a logger and a channel closed when the logger first
@@ -176,12 +177,12 @@ func TestObserveDuringMove(t *testing.T) {
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
 	s := session(t, r)
-	first, err := etcdlock.NewElection(s, name).Campaign(ctx, "on c1")
+	first, err := s.NewElection(name).Campaign(ctx, "on c1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	log, decided := logSignal("observe: nobody leads here but the slot is moving")
-	seen := etcdlock.NewElection(session(t, r, etcdlock.WithLogger(log)), name).Observe(ctx)
+	seen := session(t, r, etcdlock.WithLogger(log)).NewElection(name).Observe(ctx)
 	awaitLeader(t, seen, "on c1")
 	d.stopInDrain(t, name, "c0", 1, r)
 	if err := first.Resign(ctx); err != nil {
@@ -199,7 +200,7 @@ func TestObserveDuringMove(t *testing.T) {
 		t.Fatalf("Observe reported %+v after the leader resigned while the slot moves", info)
 	default:
 	}
-	d.move(t, name, "c0", etcdlock.MoveOptions{Resume: true}, r)
+	d.move(t, name, "c0", shard.MoveOptions{Resume: true}, r)
 	select {
 	case info := <-seen:
 		if info != (etcdlock.LeaderInfo{}) {
@@ -208,7 +209,7 @@ func TestObserveDuringMove(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Observe reported nothing after the move")
 	}
-	second, err := etcdlock.NewElection(s, name).Campaign(ctx, "on c0")
+	second, err := s.NewElection(name).Campaign(ctx, "on c0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 )
 
 // TestShardedRecipes: each recipe on a sharded session takes its name on
@@ -24,19 +25,19 @@ func TestShardedRecipes(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			takes := map[string]func(name string) (etcdlock.Token, func() error, error){
 				"mutex": func(name string) (etcdlock.Token, func() error, error) {
-					l, err := etcdlock.NewMutex(s, name).Lock(ctx)
+					l, err := s.NewMutex(name).Lock(ctx)
 					return tokenOf(ctx, l, err)
 				},
 				"rwmutex-read": func(name string) (etcdlock.Token, func() error, error) {
-					l, err := etcdlock.NewRWMutex(s, name).RLock(ctx)
+					l, err := s.NewRWMutex(name).RLock(ctx)
 					return tokenOf(ctx, l, err)
 				},
 				"semaphore": func(name string) (etcdlock.Token, func() error, error) {
-					l, err := etcdlock.NewSemaphore(s, name, 2).TryAcquire(ctx)
+					l, err := s.NewSemaphore(name, 2).TryAcquire(ctx)
 					return tokenOf(ctx, l, err)
 				},
 				"election": func(name string) (etcdlock.Token, func() error, error) {
-					l, err := etcdlock.NewElection(s, name).Campaign(ctx, "v")
+					l, err := s.NewElection(name).Campaign(ctx, "v")
 					if err != nil {
 						return 0, nil, err
 					}
@@ -72,9 +73,9 @@ func (d *deployment) checkPlaced(t *testing.T, ctx context.Context, kind, name, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Cluster != id || st.Slot != etcdlock.SlotOf(name) || st.Holder == nil || st.Holder.Token != tok || st.Generation != tok.Generation() {
+	if st.Cluster != id || st.Slot != shard.SlotOf(name) || st.Holder == nil || st.Holder.Token != tok || st.Generation != tok.Generation() {
 		t.Fatalf("%s: Describe = cluster %s slot %d generation %d holder %+v; want %s, %d, %d, token %d",
-			kind, st.Cluster, st.Slot, st.Generation, st.Holder, id, etcdlock.SlotOf(name), tok.Generation(), tok)
+			kind, st.Cluster, st.Slot, st.Generation, st.Holder, id, shard.SlotOf(name), tok.Generation(), tok)
 	}
 }
 
@@ -93,9 +94,9 @@ func TestShardKeyKeepsATeamTogether(t *testing.T) {
 	s := session(t, d.newShards(t))
 	ctx := testCtx(t, time.Minute)
 	a := d.nameOn(t, "c1")
-	team := etcdlock.ShardKey(a)
+	team := shard.KeyOf(a)
 	b, c := team+"/jobs/nightly", "orders/{"+team+"}"
-	ls, err := etcdlock.LockAll(ctx, s, a, b, c)
+	ls, err := s.LockAll(ctx, a, b, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestShardKeyKeepsATeamTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	elsewhere := d.nameOn(t, "c0")
-	if _, err := etcdlock.LockAll(ctx, s, a, elsewhere); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+	if _, err := s.LockAll(ctx, a, elsewhere); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("LockAll over two clusters = %v, want ErrInvalidArgument", err)
 	}
 	if k := append(d.keysOf(t, "c1", a), d.keysOf(t, "c0", elsewhere)...); len(k) != 0 {

@@ -20,22 +20,22 @@ type Kind struct {
 // Take waits for the grant of name of kind k on s, or with try takes it
 // only if free (the library's Try form). An unknown kind takes a mutex:
 // callers check kinds first.
-func Take(ctx context.Context, s *etcdlock.Session, name string, k Kind, try bool) (*etcdlock.Lock, error) {
+func Take(ctx context.Context, s Session, name string, k Kind, try bool) (*etcdlock.Lock, error) {
 	switch {
 	case k.Name == "semaphore" && try:
-		return etcdlock.NewSemaphore(s, name, k.N).TryAcquire(ctx)
+		return s.NewSemaphore(name, k.N).TryAcquire(ctx)
 	case k.Name == "semaphore":
-		return etcdlock.NewSemaphore(s, name, k.N).Acquire(ctx)
+		return s.NewSemaphore(name, k.N).Acquire(ctx)
 	case k.Name == "read" && try:
-		return etcdlock.NewRWMutex(s, name).TryRLock(ctx)
+		return s.NewRWMutex(name).TryRLock(ctx)
 	case k.Name == "read":
-		return etcdlock.NewRWMutex(s, name).RLock(ctx)
+		return s.NewRWMutex(name).RLock(ctx)
 	case k.Name == "write" && try:
-		return etcdlock.NewRWMutex(s, name).TryLock(ctx)
+		return s.NewRWMutex(name).TryLock(ctx)
 	case k.Name == "write":
-		return etcdlock.NewRWMutex(s, name).Lock(ctx)
+		return s.NewRWMutex(name).Lock(ctx)
 	case try:
-		return etcdlock.NewMutex(s, name).TryLock(ctx)
+		return s.NewMutex(name).TryLock(ctx)
 	}
-	return etcdlock.NewMutex(s, name).Lock(ctx)
+	return s.NewMutex(name).Lock(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -129,6 +130,13 @@ func FromState(st *etcdlock.LockState, ttls map[clientv3.LeaseID]int64, now time
 	if len(out.Holders) > 0 {
 		out.Holder = &out.Holders[0]
 	}
+	return out
+}
+
+// FromShardState is FromState of a name that also says where it lives
+// (on a sharded deployment: st.Cluster is set).
+func FromShardState(st *shard.State, ttls map[clientv3.LeaseID]int64, now time.Time) Status {
+	out := FromState(&st.LockState, ttls, now)
 	if st.Cluster != "" {
 		slot := st.Slot
 		out.Cluster, out.Slot, out.Generation = st.Cluster, &slot, st.Generation

@@ -26,6 +26,6 @@ func checkKind(kind string, n int) error {
 
 // take acquires name of kind on s (with try: only if free), as
 // etcdlock run does.
-func take(ctx context.Context, s *etcdlock.Session, name, kind string, n int, try bool) (*etcdlock.Lock, error) {
+func take(ctx context.Context, s acquire.Session, name, kind string, n int, try bool) (*etcdlock.Lock, error) {
 	return acquire.Take(ctx, s, name, acquire.Kind{Name: kind, N: n}, try)
 }

@@ -64,7 +64,7 @@ func (srv *Server) leader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	li, err := etcdlock.NewElection(s, name).Leader(r.Context())
+	li, err := s.NewElection(name).Leader(r.Context())
 	if errors.Is(err, etcdlock.ErrNoLeader) {
 		writeJSON(w, http.StatusOK, map[string]any{"name": name, "leader": nil})
 		return
@@ -105,7 +105,7 @@ func (srv *Server) observe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	ch := etcdlock.NewElection(s, name).Observe(ctx)
+	ch := s.NewElection(name).Observe(ctx)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 	"github.com/etcdlock/etcdlock/lockmetrics"
+	"github.com/etcdlock/etcdlock/shard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,8 +45,8 @@ type Config struct {
 	Logger   *zap.Logger
 	// Shards, when set, is the sharded deployment whose root is New's
 	// client: every session is then a sharded session over its clusters
-	// (etcdlock.NewShardedSession), which routes each name to its cluster.
-	Shards *etcdlock.Shards
+	// (shard.NewSession), which routes each name to its cluster.
+	Shards *shard.Shards
 	// AllowOrigins are the Origin headers accepted (exactly); a request with
 	// any other is refused (see crossSite). None by default.
 	AllowOrigins []string
@@ -296,11 +298,19 @@ func (srv *Server) stop() {
 
 // newSession opens a session of p on the server's cluster, or a sharded
 // one over its deployment's clusters (Config.Shards).
-func (srv *Server) newSession(ctx context.Context, p *principal, opts ...etcdlock.SessionOption) (*etcdlock.Session, error) {
+func (srv *Server) newSession(ctx context.Context, p *principal, opts ...etcdlock.SessionOption) (acquire.Session, error) {
 	if srv.cfg.Shards != nil {
-		return etcdlock.NewShardedSession(ctx, srv.cfg.Shards, opts...)
+		s, err := shard.NewSession(ctx, srv.cfg.Shards, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	return etcdlock.NewSession(ctx, p.cli, opts...)
+	s, err := etcdlock.NewSession(ctx, p.cli, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return acquire.Plain(s), nil
 }
 
 // errStopping is the cause of a request's context when the server stops.

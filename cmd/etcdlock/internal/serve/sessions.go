@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 )
 
 // clientSession is one session of /v1/sessions.
@@ -25,7 +26,7 @@ type clientSession struct {
 	// Set when opened, then read-only.
 	id   string
 	cred string // the credentials that opened it (principal.go): only requests with them use it
-	s    *etcdlock.Session
+	s    acquire.Session
 	ttl  time.Duration
 	free func() // ends the session's count against the bounds (limits.go) and its use of its client
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 )
 
 // defaultSharedIdle is Config.SharedIdle's default.
@@ -45,7 +46,7 @@ type sharedKey struct {
 // s and release are guarded by Server.mu.
 type sharedSession struct {
 	k       sharedKey
-	s       *etcdlock.Session
+	s       acquire.Session
 	release func()      // ends s's use of its user's client
 	uses    int         // requests holding, waiting or reading on s
 	idle    *time.Timer // closes s; set while uses is 0
@@ -56,7 +57,7 @@ type sharedSession struct {
 // room, and the function that ends this use (call it once). It fails with
 // errStopping once the server stops, too_many past maxSharedTTLs, or with
 // NewSession's error.
-func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duration) (*etcdlock.Session, func(), error) {
+func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duration) (acquire.Session, func(), error) {
 	k := sharedKey{p.user, p.cred, ttl}
 	if sh, err := srv.takeShared(k, false); sh != nil || err != nil {
 		return sharedUse(sh, srv, err)
@@ -77,7 +78,7 @@ func (srv *Server) useShared(ctx context.Context, p *principal, ttl time.Duratio
 	return sh.s, srv.doneShared(sh), nil
 }
 
-func sharedUse(sh *sharedSession, srv *Server, err error) (*etcdlock.Session, func(), error) {
+func sharedUse(sh *sharedSession, srv *Server, err error) (acquire.Session, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,7 +211,7 @@ func (srv *Server) closeIdle(sh *sharedSession) {
 // closeLater closes s, then ends its use of its client (release), in a
 // goroutine that stop waits for (srv.ending). Call with srv.mu held,
 // before stop sets closed.
-func (srv *Server) closeLater(s *etcdlock.Session, release func()) {
+func (srv *Server) closeLater(s acquire.Session, release func()) {
 	srv.ending.Add(1)
 	go func() {
 		defer srv.ending.Done()

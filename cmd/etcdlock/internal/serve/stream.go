@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
 )
 
 // Bounds of the TTL and wait fields.
@@ -95,7 +96,7 @@ func (srv *Server) hold(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, err)
 		return
 	}
-	srv.stream(w, r, &req, "granted", func(ctx context.Context, s *etcdlock.Session) (grant, error) {
+	srv.stream(w, r, &req, "granted", func(ctx context.Context, s acquire.Session) (grant, error) {
 		l, err := take(ctx, s, req.Name, req.Kind, req.N, req.Try)
 		if err != nil {
 			return grant{}, err
@@ -114,8 +115,8 @@ func (srv *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		srv.writeError(w, errorf(codeInvalidArgument, "a campaign takes name, value, wait, identity and ttl only"))
 		return
 	}
-	srv.stream(w, r, &req, "elected", func(ctx context.Context, s *etcdlock.Session) (grant, error) {
-		l, err := etcdlock.NewElection(s, req.Name).Campaign(ctx, req.Value)
+	srv.stream(w, r, &req, "elected", func(ctx context.Context, s acquire.Session) (grant, error) {
+		l, err := s.NewElection(req.Name).Campaign(ctx, req.Value)
 		if err != nil {
 			return grant{}, err
 		}
@@ -141,9 +142,9 @@ func (g grant) end() error {
 	return g.release(ctx)
 }
 
-// stream takes a grant with acquire on the shared session of the request's
+// stream takes a grant with take on the shared session of the request's
 // TTL and holds it while the response is open (see the file's header).
-func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdRequest, event string, acquire func(context.Context, *etcdlock.Session) (grant, error)) {
+func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdRequest, event string, take func(context.Context, acquire.Session) (grant, error)) {
 	srv.streams.Add(1)
 	defer srv.streams.Done()
 	ttl, wait, err := req.parsed()
@@ -170,7 +171,7 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 		return
 	}
 	wctx, wcancel := waitCtx(hctx, wait)
-	s, done, g, err := srv.acquireShared(ctx, wctx, principalOf(r), ttl, acquire)
+	s, done, g, err := srv.acquireShared(ctx, wctx, principalOf(r), ttl, take)
 	wcancel()
 	if err != nil {
 		srv.writeError(w, err)
@@ -185,13 +186,13 @@ func (srv *Server) stream(w http.ResponseWriter, r *http.Request, req *holdReque
 	srv.metrics.streams.Inc()
 	defer srv.metrics.streams.Dec()
 	srv.keepOpen(ctx, w, s, g, h, grantLine{Event: event, Name: req.Name, Token: g.token.String(), Key: g.key,
-		Lease: strconv.FormatInt(int64(s.Lease()), 16), Hold: id})
+		Lease: strconv.FormatInt(int64(acquire.Lease(s)), 16), Hold: id})
 }
 
 // keepOpen writes the stream's lines until the client goes, the server
 // stops, the grant ends (then a "lost" line with its cause), or a DELETE
 // of the hold released it (then a "released" line).
-func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdlock.Session, g grant, h *heldStream, first grantLine) {
+func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s acquire.Session, g grant, h *heldStream, first grantLine) {
 	out := newLines(w, s.TTL())
 	defer out.done()
 	say := out.say
@@ -239,19 +240,19 @@ func (srv *Server) keepOpen(ctx context.Context, w http.ResponseWriter, s *etcdl
 	}
 }
 
-// acquireShared takes a grant with acquire (bounded by wctx) on the shared
+// acquireShared takes a grant with take (bounded by wctx) on the shared
 // session of ttl (p's), and returns it with the end of the session's use (call
 // it after the release). A session found lost as the grant was asked for
 // (it was lost just before, and nobody had replaced it yet) is replaced
 // once: the client never had that session, so its loss is not the
 // client's to hear.
-func (srv *Server) acquireShared(ctx, wctx context.Context, p *principal, ttl time.Duration, acquire func(context.Context, *etcdlock.Session) (grant, error)) (*etcdlock.Session, func(), grant, error) {
+func (srv *Server) acquireShared(ctx, wctx context.Context, p *principal, ttl time.Duration, take func(context.Context, acquire.Session) (grant, error)) (acquire.Session, func(), grant, error) {
 	for try := 0; ; try++ {
 		s, done, err := srv.useShared(ctx, p, ttl)
 		if err != nil {
 			return nil, nil, grant{}, err
 		}
-		g, err := acquire(wctx, s)
+		g, err := take(wctx, s)
 		if err == nil {
 			return s, done, g, nil
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/shard"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -93,7 +94,7 @@ func (s *Server) serveLocks(w http.ResponseWriter, r *http.Request, filter strin
 	}
 	names := s.match(filter)
 	out.Matched = len(names)
-	var states []etcdlock.LockState
+	var states []shard.State
 	for _, name := range names[min(offset, len(names)):min(offset+limit, len(names))] {
 		states = append(states, s.state(name))
 	}
@@ -104,7 +105,7 @@ func (s *Server) serveLocks(w http.ResponseWriter, r *http.Request, filter strin
 
 // withTTLs returns states in their JSON shape, with the time left on their
 // leases.
-func (s *Server) withTTLs(ctx context.Context, states []etcdlock.LockState) []lockjson.Status {
+func (s *Server) withTTLs(ctx context.Context, states []shard.State) []lockjson.Status {
 	leases := map[string][]clientv3.LeaseID{} // by cluster: lease ids are per cluster
 	for _, st := range states {
 		for _, e := range append(append([]etcdlock.Entry(nil), st.Holders...), st.Waiters...) {
@@ -118,7 +119,7 @@ func (s *Server) withTTLs(ctx context.Context, states []etcdlock.LockState) []lo
 	now := time.Now()
 	out := make([]lockjson.Status, 0, len(states))
 	for i := range states {
-		out = append(out, lockjson.FromState(&states[i], ttls[states[i].Cluster], now))
+		out = append(out, lockjson.FromShardState(&states[i], ttls[states[i].Cluster], now))
 	}
 	return out
 }
@@ -137,7 +138,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	st := s.state(name)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, s.withTTLs(r.Context(), []etcdlock.LockState{st})[0])
+	writeJSON(w, http.StatusOK, s.withTTLs(r.Context(), []shard.State{st})[0])
 }
 
 // handleTimeline serves the kept events numbered from ?since= on.

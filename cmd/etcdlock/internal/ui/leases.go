@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdlock/etcdlock/internal/etcderr"
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -144,7 +144,7 @@ func (c *ttlCache) ask(ctx context.Context, id clientv3.LeaseID) (int64, bool) {
 	defer cancel()
 	resp, err := cli.TimeToLive(actx, id)
 	switch {
-	case err != nil && etcderr.IsLeaseNotFound(err):
+	case err != nil && etcdx.IsLeaseNotFound(err):
 		return -1, true
 	case err != nil:
 		return 0, false

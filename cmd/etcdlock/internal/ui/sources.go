@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -188,11 +188,11 @@ func (s *Server) sourceOf(name string) *source {
 }
 
 // state returns name's state, and on a sharded page its cluster and slot.
-func (s *Server) state(name string) etcdlock.LockState {
+func (s *Server) state(name string) shard.State {
 	src := s.sourceOf(name)
-	st := src.v.state(name)
+	st := shard.State{LockState: src.v.state(name)}
 	if src.id != "" {
-		st.Cluster, st.Slot = src.id, etcdlock.SlotOf(name)
+		st.Cluster, st.Slot = src.id, shard.SlotOf(name)
 		if len(st.Holders) > 0 {
 			st.Generation = st.Holders[0].Token.Generation()
 		}

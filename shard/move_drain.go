@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the drain of a move (phase 4): which names of the slot
 // the source holds, how long their keys stay, and ForceAfter's break of
@@ -17,6 +17,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/etcdx"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // slotNames is the set of the slot's names on the source, and the revision
@@ -26,18 +30,18 @@ type slotNames struct {
 	names map[string]bool
 }
 
-// nameOfAnyKey returns the name of any key of the layout under keyRoot: a
+// nameOfAnyKey returns the name of any key of the layout under layout.KeyRoot: a
 // queue key, a barrier, a completion record or a break marker. An escaped
 // name holds '%' only before two hex digits, so the first "%/" or "%!"
 // ends it.
 func nameOfAnyKey(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, keyRoot)
+	rest, ok := strings.CutPrefix(key, layout.KeyRoot)
 	if !ok {
 		return "", false
 	}
 	for i := 0; i+1 < len(rest); i++ {
 		if rest[i] == '%' && (rest[i+1] == '/' || rest[i+1] == '!') {
-			return unescapeName(rest[:i])
+			return layout.UnescapeName(rest[:i])
 		}
 	}
 	return "", false
@@ -54,9 +58,22 @@ func (n *slotNames) add(slot int, key []byte) {
 // every key of the layout. Only the slot's names are kept.
 func (mv *mover) scan(ctx context.Context) error {
 	mv.names = slotNames{names: map[string]bool{}}
-	rev, err := readPrefix(ctx, mv.src, keyRoot, func(kv *mvccpb.KeyValue) { mv.names.add(mv.slot, kv.Key) }, clientv3.WithKeysOnly())
+	rev, err := etcdx.ReadPrefix(ctx, mv.src, layout.KeyRoot, func(kv *mvccpb.KeyValue) { mv.names.add(mv.slot, kv.Key) }, clientv3.WithKeysOnly())
 	mv.names.rev = rev
-	return err
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	return nil
+}
+
+// tokenOfKey returns the token of queue key kv, as the core reads it (the
+// key's generation and create revision).
+func tokenOfKey(kv *mvccpb.KeyValue) etcdlock.Token {
+	name, _ := etcdlock.NameOfKey(string(kv.Key))
+	if st := etcdlock.StateOf(name, []*mvccpb.KeyValue{kv}, 0); len(st.Holders) > 0 {
+		return st.Holders[0].Token
+	}
+	return etcdlock.Token(kv.CreateRevision)
 }
 
 // catchUp adds the names created on the source after the scan and up to
@@ -66,12 +83,12 @@ func (mv *mover) scan(ctx context.Context) error {
 // keys ("etcdlock-shards/" sorts before "etcdlock/"), so it also sees the
 // freeze itself: the window ends with that event.
 func (mv *mover) catchUp(ctx context.Context) error {
-	if mv.names.rev >= mv.frozen.mod {
+	if mv.names.rev >= mv.frozen.Mod {
 		return nil
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRange(clientv3.GetPrefixRangeEnd(keyRoot)),
+	wch := mv.src.Watch(wctx, layout.StampKey(mv.slot), clientv3.WithRange(clientv3.GetPrefixRangeEnd(layout.KeyRoot)),
 		clientv3.WithRev(mv.names.rev+1), clientv3.WithFilterDelete())
 	for resp := range wch {
 		if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
@@ -81,7 +98,7 @@ func (mv *mover) catchUp(ctx context.Context) error {
 			return err
 		}
 		for _, ev := range resp.Events {
-			if ev.Kv.ModRevision >= mv.frozen.mod {
+			if ev.Kv.ModRevision >= mv.frozen.Mod {
 				return nil
 			}
 			mv.names.add(mv.slot, ev.Kv.Key)
@@ -108,7 +125,7 @@ func (mv *mover) slotKeys(ctx context.Context) (map[string]*mvccpb.KeyValue, int
 		n := min(len(names), namesPerRead)
 		ops := make([]clientv3.Op, n)
 		for i, name := range names[:n] {
-			ops[i] = clientv3.OpGet(namePrefix(name), clientv3.WithPrefix())
+			ops[i] = clientv3.OpGet(layout.NamePrefix(name), clientv3.WithPrefix())
 		}
 		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()...).Then(ops...).Commit()
 		if err != nil {
@@ -128,7 +145,7 @@ func (mv *mover) slotKeys(ctx context.Context) (map[string]*mvccpb.KeyValue, int
 		names = names[n:]
 	}
 	if first == 0 {
-		first = mv.frozen.mod
+		first = mv.frozen.Mod
 	}
 	return keys, first, nil
 }
@@ -168,9 +185,9 @@ func (mv *mover) drain(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	dw := drainWatch{
-		keys: mv.src.Watch(wctx, keyRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut()),
+		keys: mv.src.Watch(wctx, layout.KeyRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut()),
 		// The frozen stamp too: an abort (or any later writer) ends the drain.
-		stamp: mv.src.Watch(wctx, stampKey(mv.slot), clientv3.WithRev(mv.frozen.mod+1)),
+		stamp: mv.src.Watch(wctx, layout.StampKey(mv.slot), clientv3.WithRev(mv.frozen.Mod+1)),
 		force: force,
 	}
 	for len(keys) > 0 {
@@ -234,7 +251,8 @@ func (mv *mover) drainAgain(ctx context.Context, err error) error {
 func countNames(keys map[string]*mvccpb.KeyValue) int {
 	names := map[string]bool{}
 	for k := range keys {
-		names[namePrefixOfKey(k)] = true
+		name, _ := etcdlock.NameOfKey(k)
+		names[name] = true
 	}
 	return len(names)
 }
@@ -256,10 +274,10 @@ func (mv *mover) force(ctx context.Context, keys map[string]*mvccpb.KeyValue) er
 	for _, kv := range order {
 		k := string(kv.Key)
 		tr, err := mv.src.Txn(ctx).If(append(mv.frozenCmp(), clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision))...).
-			Then(clientv3.OpDelete(k), brokenOp(k, int64(keyToken(kv)), clientv3.LeaseID(kv.Lease))).
-			Else(clientv3.OpGet(stampKey(mv.slot))).Commit()
+			Then(clientv3.OpDelete(k), layout.BrokenOp(k, int64(tokenOfKey(kv)), clientv3.LeaseID(kv.Lease))).
+			Else(clientv3.OpGet(layout.StampKey(mv.slot))).Commit()
 		if err != nil {
-			if classify(err) == leaseGone {
+			if etcdx.IsLeaseNotFound(err) {
 				continue // the key went with its lease
 			}
 			return ctxErr(ctx, err)
@@ -267,7 +285,7 @@ func (mv *mover) force(ctx context.Context, keys map[string]*mvccpb.KeyValue) er
 		if tr.Succeeded {
 			continue
 		}
-		if st := decodeStamp(stampOf(tr, 0)); st.mod != mv.frozen.mod || string(st.raw) != string(mv.frozen.raw) {
+		if st := layout.DecodeStamp(tr.Responses[0].GetResponseRange().Kvs); st.Mod != mv.frozen.Mod || string(st.Raw) != string(mv.frozen.Raw) {
 			return mv.stampMoved(ctx)
 		}
 	}

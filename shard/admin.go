@@ -1,7 +1,7 @@
-package etcdlock
+package shard
 
 // This file holds what operators do to a sharded deployment besides moving
-// slots (move.go) and keeping the clusters' records (shardclusters.go):
+// slots (move.go) and keeping the clusters' records (clusters.go):
 // create it, raise a cluster's generation.
 
 import (
@@ -14,27 +14,31 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
-// CreateShards makes root the root of a sharded deployment over clusters
-// (id to endpoints; root may be one of them). It records each cluster,
-// gives each generation 1 (or one above what it had), stamps each its
-// slots active (the slots are spread in equal runs over the clusters in
-// id order), and then writes the slot map. Before the map exists no
-// sharded session routes anywhere, so the order is safe. It returns an
-// error wrapping ErrInvalidArgument, with nothing written, when root
-// already holds a slot map, for no clusters, a bad id or no endpoints;
-// and a request's error otherwise (run it again: every step before the
-// map is repeatable). dial makes each cluster's client (nil: the default,
-// see WithDialer).
-func CreateShards(ctx context.Context, root *clientv3.Client, clusters map[string][]string, dial Dialer) error {
+// Create makes root the root of a sharded deployment over clusters (id to
+// endpoints; root may be one of them). It records each cluster, gives each
+// generation 1 (or one above what it had), stamps each its slots active
+// (the slots are spread in equal runs over the clusters in id order), and
+// then writes the slot map. Before the map exists no sharded session
+// routes anywhere, so the order is safe. It returns an error wrapping
+// etcdlock.ErrInvalidArgument, with nothing written, when root already
+// holds a slot map, for no clusters, a bad id or no endpoints, a nil root
+// or a bad option; and a request's error otherwise (run it again: every
+// step before the map is repeatable). The Dialer of opts (WithDialer)
+// makes each cluster's client. Open the deployment with New.
+func Create(ctx context.Context, root *clientv3.Client, clusters map[string][]string, opts ...Option) error {
+	r, err := withOptions("create shards", root, opts)
+	if err != nil {
+		return err
+	}
 	if err := checkCreate(ctx, root, clusters); err != nil {
 		return newError("create shards", "", err)
 	}
-	if dial == nil {
-		dial = dialerWith(zap.NewNop())
-	}
+	dial := r.dial
 	ids := make([]string, 0, len(clusters))
 	for id := range clusters {
 		ids = append(ids, id)
@@ -49,35 +53,35 @@ func CreateShards(ctx context.Context, root *clientv3.Client, clusters map[strin
 			return newError("create shards", "", fmt.Errorf("cluster %s: %w", id, err))
 		}
 	}
-	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(mapKey), "=", 0)).
-		Then(clientv3.OpPut(mapKey, m.encode())).Commit()
+	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(layout.MapKey), "=", 0)).
+		Then(clientv3.OpPut(layout.MapKey, m.encode())).Commit()
 	if err != nil {
 		return newError("create shards", "", ctxErr(ctx, err))
 	}
 	if !resp.Succeeded {
-		return newError("create shards", "", fmt.Errorf("%w: the root already holds a slot map (made meanwhile)", ErrInvalidArgument))
+		return newError("create shards", "", fmt.Errorf("%w: the root already holds a slot map (made meanwhile)", etcdlock.ErrInvalidArgument))
 	}
 	return nil
 }
 
 func checkCreate(ctx context.Context, root *clientv3.Client, clusters map[string][]string) error {
 	if root == nil || len(clusters) == 0 {
-		return fmt.Errorf("%w: nil root client or no clusters", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil root client or no clusters", etcdlock.ErrInvalidArgument)
 	}
 	for id, eps := range clusters {
 		if err := validateClusterID(id); err != nil {
 			return err
 		}
 		if len(eps) == 0 {
-			return fmt.Errorf("%w: cluster %s has no endpoints", ErrInvalidArgument, id)
+			return fmt.Errorf("%w: cluster %s has no endpoints", etcdlock.ErrInvalidArgument, id)
 		}
 	}
-	resp, err := root.Get(ctx, mapKey, clientv3.WithCountOnly())
+	resp, err := root.Get(ctx, layout.MapKey, clientv3.WithCountOnly())
 	if err != nil {
 		return ctxErr(ctx, err)
 	}
 	if resp.Count > 0 {
-		return fmt.Errorf("%w: the root already holds a slot map", ErrInvalidArgument)
+		return fmt.Errorf("%w: the root already holds a slot map", etcdlock.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -86,7 +90,7 @@ func checkCreate(ctx context.Context, root *clientv3.Client, clusters map[string
 // stamps slots active on it.
 func createMember(ctx context.Context, root *clientv3.Client, id string, eps []string, slots []int, dial Dialer) error {
 	rec, _ := json.Marshal(Cluster{Endpoints: eps})
-	if _, err := root.Put(ctx, clusterKey(id), string(rec)); err != nil {
+	if _, err := root.Put(ctx, layout.ClusterKey(id), string(rec)); err != nil {
 		return ctxErr(ctx, err)
 	}
 	cli, err := dial(ctx, id, eps)
@@ -98,12 +102,12 @@ func createMember(ctx context.Context, root *clientv3.Client, id string, eps []s
 	if err != nil {
 		return err
 	}
-	st := slotStamp{State: stampActive, Gen: g}.encode()
+	st := layout.Stamp{State: layout.StampActive, Gen: g}.Encode()
 	for len(slots) > 0 {
 		n := min(len(slots), 100)
 		ops := make([]clientv3.Op, n)
 		for i, s := range slots[:n] {
-			ops[i] = clientv3.OpPut(stampKey(s), st)
+			ops[i] = clientv3.OpPut(layout.StampKey(s), st)
 		}
 		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 			return ctxErr(ctx, err)
@@ -120,7 +124,7 @@ func createMember(ctx context.Context, root *clientv3.Client, id string, eps []s
 // every generation any cluster has.
 func raiseGeneration(ctx context.Context, root *clientv3.Client, id string, cli *clientv3.Client, floor int64) (int64, error) {
 	for {
-		recs, err := root.Get(ctx, clusterKeyPrefix, clientv3.WithPrefix())
+		recs, err := root.Get(ctx, layout.ClusterKeyPrefix, clientv3.WithPrefix())
 		if err != nil {
 			return 0, ctxErr(ctx, err)
 		}
@@ -128,36 +132,36 @@ func raiseGeneration(ctx context.Context, root *clientv3.Client, id string, cli 
 		for _, kv := range recs.Kvs {
 			var c Cluster
 			if err := json.Unmarshal(kv.Value, &c); err != nil {
-				return 0, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, kv.Key, err)
+				return 0, fmt.Errorf("%w: cluster record %s: %v", etcdlock.ErrInvalidArgument, kv.Key, err)
 			}
 			top = max(top, c.Generation)
-			if string(kv.Key) == clusterKey(id) {
+			if string(kv.Key) == layout.ClusterKey(id) {
 				rec, recMod = c, kv.ModRevision
 			}
 		}
 		if recMod == 0 {
-			return 0, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+			return 0, fmt.Errorf("%w: unknown cluster %q", etcdlock.ErrInvalidArgument, id)
 		}
 		own, ownMod, err := readGeneration(ctx, cli)
 		if err != nil {
 			return 0, err
 		}
 		g := max(top, own) + 1
-		if g > maxGeneration {
-			return 0, fmt.Errorf("%w: generation %d is past %d", ErrTokenOverflow, g, int64(maxGeneration))
+		if g > layout.MaxGeneration {
+			return 0, fmt.Errorf("%w: generation %d is past %d", etcdlock.ErrTokenOverflow, g, int64(layout.MaxGeneration))
 		}
 		rec.Generation = g
 		b, _ := json.Marshal(rec)
-		resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", recMod)).
-			Then(clientv3.OpPut(clusterKey(id), string(b))).Commit()
+		resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.ClusterKey(id)), "=", recMod)).
+			Then(clientv3.OpPut(layout.ClusterKey(id), string(b))).Commit()
 		if err != nil {
 			return 0, ctxErr(ctx, err)
 		}
 		if !resp.Succeeded {
 			continue
 		}
-		resp, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(generationKey), "=", ownMod)).
-			Then(clientv3.OpPut(generationKey, strconv.FormatInt(g, 10))).Commit()
+		resp, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.GenerationKey), "=", ownMod)).
+			Then(clientv3.OpPut(layout.GenerationKey, strconv.FormatInt(g, 10))).Commit()
 		if err != nil {
 			return 0, ctxErr(ctx, err)
 		}
@@ -170,7 +174,7 @@ func raiseGeneration(ctx context.Context, root *clientv3.Client, id string, cli 
 // readGeneration reads a member cluster's generation (0 when it has none)
 // and its key's mod revision.
 func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, err error) {
-	resp, err := cli.Get(ctx, generationKey)
+	resp, err := cli.Get(ctx, layout.GenerationKey)
 	if err != nil {
 		return 0, 0, ctxErr(ctx, err)
 	}
@@ -179,7 +183,7 @@ func readGeneration(ctx context.Context, cli *clientv3.Client) (gen, mod int64, 
 	}
 	gen, err = strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: generation %q: %v", ErrInvalidArgument, resp.Kvs[0].Value, err)
+		return 0, 0, fmt.Errorf("%w: generation %q: %v", etcdlock.ErrInvalidArgument, resp.Kvs[0].Value, err)
 	}
 	return gen, resp.Kvs[0].ModRevision, nil
 }
@@ -231,17 +235,17 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 	if err != nil {
 		return 0, err
 	}
-	resp, err := cli.Get(ctx, stampKeyPrefix, clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, layout.StampKeyPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, ctxErr(ctx, err)
 	}
 	var todo []restampOp
 	for _, kv := range resp.Kvs {
-		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), stampKeyPrefix))
+		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), layout.StampKeyPrefix))
 		if err != nil {
 			continue
 		}
-		st := decodeStamp([]*mvccpb.KeyValue{kv})
+		st := layout.DecodeStamp([]*mvccpb.KeyValue{kv})
 		if next, ok := owned.restamp(slot, st, g); ok {
 			todo = append(todo, restampOp{slot, st, next})
 		}
@@ -259,7 +263,7 @@ func (r *Shards) raiseGeneration(ctx context.Context, id string) (int64, error) 
 // restampOp is one stamp a raise writes: st as read, next over it.
 type restampOp struct {
 	slot     int
-	st, next slotStamp
+	st, next layout.Stamp
 }
 
 // restampsPerTxn is how many stamps one Txn of a raise writes: two
@@ -274,7 +278,7 @@ func (o ownership) restampAll(ctx context.Context, cli *clientv3.Client, ops []r
 	puts := make([]clientv3.Op, len(ops))
 	for i, op := range ops {
 		cmps = append(cmps, stampIs(op.slot, op.st)...)
-		puts[i] = clientv3.OpPut(stampKey(op.slot), op.next.encode())
+		puts[i] = clientv3.OpPut(layout.StampKey(op.slot), op.next.Encode())
 	}
 	tr, err := cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
 	if err != nil {
@@ -284,7 +288,7 @@ func (o ownership) restampAll(ctx context.Context, cli *clientv3.Client, ops []r
 		return nil
 	}
 	for _, op := range ops {
-		_, _, err := stepStampFrom(ctx, cli, op.slot, op.st, func(st slotStamp) (slotStamp, bool, error) {
+		_, _, err := stepStampFrom(ctx, cli, op.slot, op.st, func(st layout.Stamp) (layout.Stamp, bool, error) {
 			next, ok := o.restamp(op.slot, st, g)
 			return next, ok, nil
 		})
@@ -314,7 +318,7 @@ func (r *Shards) movesAllowRaise(ctx context.Context, o ownership) error {
 		if err != nil {
 			return err
 		}
-		if !st.active() || st.Move != rec.epoch {
+		if !st.Active() || st.Move != rec.epoch {
 			return fmt.Errorf("%w: slot %d is being moved %s: abort or resume the move first", ErrMoveInProgress, slot, rec)
 		}
 	}
@@ -331,13 +335,13 @@ type ownership struct {
 
 // owned reads the map and the moves from the root at one revision.
 func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
-	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(layout.MapKey), clientv3.OpGet(layout.MoveKeyPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return ownership{}, ctxErr(ctx, err)
 	}
 	mkvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(mkvs) == 0 {
-		return ownership{}, fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+		return ownership{}, fmt.Errorf("%w: the root holds no slot map", etcdlock.ErrInvalidArgument)
 	}
 	o := ownership{id: id, rev: resp.Header.Revision, moves: map[int]moveRecord{}}
 	if o.m, err = decodeMap(mkvs[0]); err != nil {
@@ -364,16 +368,16 @@ func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
 // Every stamp written by the raise on a slot with no move recorded carries
 // epoch R at least: a restore may have taken back an abort's epoch, and R
 // is above every move's not in progress.
-func (o ownership) restamp(slot int, st slotStamp, g int64) (slotStamp, bool) {
+func (o ownership) restamp(slot int, st layout.Stamp, g int64) (layout.Stamp, bool) {
 	_, moving := o.moves[slot]
 	next := st
 	next.Gen = g
 	switch {
-	case st.active() && !o.gives(slot, st):
-		next.State = stampFrozen
-	case st.active():
-	case !moving && o.m.owner[slot] == o.id && st.mod > 0 && st.Move <= o.rev:
-		next.State, next.To, next.From = stampActive, "", ""
+	case st.Active() && !o.gives(slot, st):
+		next.State = layout.StampFrozen
+	case st.Active():
+	case !moving && o.m.owner[slot] == o.id && st.Mod > 0 && st.Move <= o.rev:
+		next.State, next.To, next.From = layout.StampActive, "", ""
 	default:
 		return st, false
 	}
@@ -388,7 +392,7 @@ func (o ownership) restamp(slot int, st slotStamp, g int64) (slotStamp, bool) {
 // the root was read; or a move to it, recorded, wrote st; or no move of
 // the slot is recorded and the map names it. Any other active stamp is
 // left from before a restore (or is the source's of a move under way).
-func (o ownership) gives(slot int, st slotStamp) bool {
+func (o ownership) gives(slot int, st layout.Stamp) bool {
 	if st.Move > o.rev {
 		return true
 	}

@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the phases of a move that write stamps: prepare (the
 // target's "incoming"), freeze (the source's "frozen") and activate (the
@@ -15,25 +15,27 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // readStamp reads slot's stamp on cli.
-func readStamp(ctx context.Context, cli *clientv3.Client, slot int) (slotStamp, error) {
-	resp, err := cli.Get(ctx, stampKey(slot))
+func readStamp(ctx context.Context, cli *clientv3.Client, slot int) (layout.Stamp, error) {
+	resp, err := cli.Get(ctx, layout.StampKey(slot))
 	if err != nil {
-		return slotStamp{}, ctxErr(ctx, err)
+		return layout.Stamp{}, ctxErr(ctx, err)
 	}
-	return decodeStamp(resp.Kvs), nil
+	return layout.DecodeStamp(resp.Kvs), nil
 }
 
 // stampIs holds while slot's stamp is st: its mod revision and, when it
 // exists, its value (after a restore a stamp may be re-written at a mod
 // revision it had before, with another value).
-func stampIs(slot int, st slotStamp) []clientv3.Cmp {
-	key := stampKey(slot)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.mod)}
-	if st.mod != 0 {
-		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(st.raw)))
+func stampIs(slot int, st layout.Stamp) []clientv3.Cmp {
+	key := layout.StampKey(slot)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", st.Mod)}
+	if st.Mod != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(st.Raw)))
 	}
 	return cmps
 }
@@ -41,41 +43,41 @@ func stampIs(slot int, st slotStamp) []clientv3.Cmp {
 // swapStamp writes next as slot's stamp on cli if the stamp is still old;
 // it returns next as written (with its mod revision and value), and ok
 // false when old was no longer the stamp.
-func swapStamp(ctx context.Context, cli *clientv3.Client, slot int, old, next slotStamp) (slotStamp, bool, error) {
-	key, val := stampKey(slot), next.encode()
+func swapStamp(ctx context.Context, cli *clientv3.Client, slot int, old, next layout.Stamp) (layout.Stamp, bool, error) {
+	key, val := layout.StampKey(slot), next.Encode()
 	tr, err := cli.Txn(ctx).If(stampIs(slot, old)...).
 		Then(clientv3.OpPut(key, val)).Commit()
 	if err != nil {
-		return slotStamp{}, false, ctxErr(ctx, err)
+		return layout.Stamp{}, false, ctxErr(ctx, err)
 	}
-	next.mod, next.raw = tr.Header.Revision, []byte(val)
+	next.Mod, next.Raw = tr.Header.Revision, []byte(val)
 	return next, tr.Succeeded, nil
 }
 
 // ended is the error of a move that finds a stamp of a later epoch, or of
 // its own in a state it never writes there.
-func (mv *mover) ended(where string, st slotStamp) error {
+func (mv *mover) ended(where string, st layout.Stamp) error {
 	return fmt.Errorf("%w: the stamp on %s is %s under move %d (this move is %d)", ErrMoveAborted, where, st.State, st.Move, mv.epoch)
 }
 
 // stampStep is what a phase decides on reading a stamp: to write next over
 // it (write), to go on without writing, or to stop (err).
-type stampStep func(st slotStamp) (next slotStamp, write bool, err error)
+type stampStep func(st layout.Stamp) (next layout.Stamp, write bool, err error)
 
 // stepStamp reads slot's stamp on cli and writes what step decides over it,
 // compare-and-swap, reading again when it changed meanwhile. It returns the
 // stamp the phase goes on with (the one written, or the one read when step
 // wrote nothing), and whether it wrote it.
-func stepStamp(ctx context.Context, cli *clientv3.Client, slot int, step stampStep) (slotStamp, bool, error) {
+func stepStamp(ctx context.Context, cli *clientv3.Client, slot int, step stampStep) (layout.Stamp, bool, error) {
 	st, err := readStamp(ctx, cli, slot)
 	if err != nil {
-		return slotStamp{}, false, err
+		return layout.Stamp{}, false, err
 	}
 	return stepStampFrom(ctx, cli, slot, st, step)
 }
 
 // stepStampFrom is stepStamp from st, the stamp as read already.
-func stepStampFrom(ctx context.Context, cli *clientv3.Client, slot int, st slotStamp, step stampStep) (slotStamp, bool, error) {
+func stepStampFrom(ctx context.Context, cli *clientv3.Client, slot int, st layout.Stamp, step stampStep) (layout.Stamp, bool, error) {
 	for {
 		next, write, err := step(st)
 		if err != nil || !write {
@@ -86,7 +88,7 @@ func stepStampFrom(ctx context.Context, cli *clientv3.Client, slot int, st slotS
 			return written, ok, err
 		}
 		if st, err = readStamp(ctx, cli, slot); err != nil {
-			return slotStamp{}, false, err
+			return layout.Stamp{}, false, err
 		}
 	}
 }
@@ -95,21 +97,21 @@ func stepStampFrom(ctx context.Context, cli *clientv3.Client, slot int, st slotS
 // already active there under this move means another call of it activated
 // it: the move goes straight to its end.
 func (mv *mover) prepare(ctx context.Context) error {
-	st, wrote, err := stepStamp(ctx, mv.dst, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
+	st, wrote, err := stepStamp(ctx, mv.dst, mv.slot, func(st layout.Stamp) (layout.Stamp, bool, error) {
 		switch {
-		case st.Move == mv.epoch && (st.State == stampIncoming || st.State == stampActive):
+		case st.Move == mv.epoch && (st.State == layout.StampIncoming || st.State == layout.StampActive):
 			return st, false, nil
 		case st.Move >= mv.epoch:
 			return st, false, mv.ended(mv.to, st)
 		}
 		// Over any stamp older than the move, an active one too (left by a
 		// restore, say): a stamp that is not active refuses every write.
-		return slotStamp{State: stampIncoming, From: mv.from, Move: mv.epoch}, true, nil
+		return layout.Stamp{State: layout.StampIncoming, From: mv.from, Move: mv.epoch}, true, nil
 	})
 	switch {
 	case err != nil:
 		return err
-	case st.State == stampActive:
+	case st.State == layout.StampActive:
 		mv.active, mv.gen = true, st.Gen
 	case wrote:
 		mv.incoming = st
@@ -125,11 +127,11 @@ func (mv *mover) prepare(ctx context.Context) error {
 // meanwhile is seen, and its generation kept, so the target is raised
 // above it.
 func (mv *mover) freeze(ctx context.Context) error {
-	st, wrote, err := stepStamp(ctx, mv.src, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
+	st, wrote, err := stepStamp(ctx, mv.src, mv.slot, func(st layout.Stamp) (layout.Stamp, bool, error) {
 		switch {
-		case st.Move == mv.epoch && st.State == stampFrozen:
+		case st.Move == mv.epoch && st.State == layout.StampFrozen:
 			return st, false, nil
-		case st.Move >= mv.epoch, mv.active && st.State == stampActive:
+		case st.Move >= mv.epoch, mv.active && st.State == layout.StampActive:
 			// Active on the target under this move, its freeze came first:
 			// an active source stamp older than the move is a restore's
 			// (RaiseGeneration freezes it).
@@ -138,7 +140,7 @@ func (mv *mover) freeze(ctx context.Context) error {
 		// Not active, older than the move while the target is active under
 		// it: a RaiseGeneration after a restore froze it. Frozen again under
 		// this move, it guards the rest of the move's writes there.
-		return slotStamp{State: stampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch}, true, nil
+		return layout.Stamp{State: layout.StampFrozen, Gen: st.Gen, To: mv.to, Move: mv.epoch}, true, nil
 	})
 	if err != nil {
 		return err
@@ -162,7 +164,7 @@ func (mv *mover) activate(ctx context.Context) error {
 	}
 	mv.gen = g
 	mv.report("raised", 0, 0)
-	_, ok, err := swapStamp(ctx, mv.dst, mv.slot, mv.incoming, slotStamp{State: stampActive, Gen: g, Move: mv.epoch})
+	_, ok, err := swapStamp(ctx, mv.dst, mv.slot, mv.incoming, layout.Stamp{State: layout.StampActive, Gen: g, Move: mv.epoch})
 	if err != nil {
 		return err
 	}
@@ -171,7 +173,7 @@ func (mv *mover) activate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if st.Move != mv.epoch || st.State != stampActive {
+		if st.Move != mv.epoch || st.State != layout.StampActive {
 			return mv.ended(mv.to, st)
 		}
 		mv.gen = st.Gen

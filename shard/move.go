@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds MoveSlot: a slot moves from one cluster to another in
 // named phases, each safe to repeat, and each write of each phase guarded
@@ -12,6 +12,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // MoveOptions configures MoveSlot. The zero value waits for the drain as
@@ -65,10 +68,10 @@ type mover struct {
 
 	// Set by the phases: the stamps this move wrote (or found written by
 	// another call of the same move), which every later write compares.
-	incoming slotStamp // the target's, until activated
-	frozen   slotStamp // the source's
-	active   bool      // the target's stamp is active under this move
-	names    slotNames // the slot's names on the source
+	incoming layout.Stamp // the target's, until activated
+	frozen   layout.Stamp // the source's
+	active   bool         // the target's stamp is active under this move
+	names    slotNames    // the slot's names on the source
 	gen      int64
 }
 
@@ -168,17 +171,17 @@ func (mv *mover) report(phase string, keys, names int) {
 // recorded one (Resume).
 func (mv *mover) begin(ctx context.Context) error {
 	if mv.slot < 0 || mv.slot >= NumSlots {
-		return fmt.Errorf("%w: slot %d is not in 0..%d", ErrInvalidArgument, mv.slot, NumSlots-1)
+		return fmt.Errorf("%w: slot %d is not in 0..%d", etcdlock.ErrInvalidArgument, mv.slot, NumSlots-1)
 	}
 	root := mv.r.root
 	for {
-		resp, err := root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(moveKey(mv.slot))).Commit()
+		resp, err := root.Txn(ctx).Then(clientv3.OpGet(layout.MapKey), clientv3.OpGet(layout.MoveKey(mv.slot))).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
 		}
 		mkvs, rkvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		if len(mkvs) == 0 {
-			return fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+			return fmt.Errorf("%w: the root holds no slot map", etcdlock.ErrInvalidArgument)
 		}
 		if len(rkvs) > 0 {
 			return mv.resume(ctx, rkvs[0])
@@ -188,7 +191,7 @@ func (mv *mover) begin(ctx context.Context) error {
 			return err
 		}
 		if mv.from = m.owner[mv.slot]; mv.from == mv.to {
-			return fmt.Errorf("%w: slot %d is on %s already", ErrInvalidArgument, mv.slot, mv.to)
+			return fmt.Errorf("%w: slot %d is on %s already", etcdlock.ErrInvalidArgument, mv.slot, mv.to)
 		}
 		if err := mv.contact(ctx); err != nil {
 			return err
@@ -196,12 +199,12 @@ func (mv *mover) begin(ctx context.Context) error {
 		rec, _ := json.Marshal(moveRecord{From: mv.from, To: mv.to, At: time.Now().UnixMilli(), Owner: mv.o.Owner})
 		// Both clusters still recorded: a RemoveCluster meanwhile refuses
 		// the move rather than strand the slot on a cluster nobody knows.
-		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
-			clientv3.Compare(clientv3.CreateRevision(moveKey(mv.slot)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(clusterKey(mv.from)), ">", 0),
-			clientv3.Compare(clientv3.CreateRevision(clusterKey(mv.to)), ">", 0)).
-			Then(clientv3.OpPut(moveKey(mv.slot), string(rec))).
-			Else(clientv3.OpGet(clusterKey(mv.from), clientv3.WithCountOnly()), clientv3.OpGet(clusterKey(mv.to), clientv3.WithCountOnly())).Commit()
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+			clientv3.Compare(clientv3.CreateRevision(layout.MoveKey(mv.slot)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(layout.ClusterKey(mv.from)), ">", 0),
+			clientv3.Compare(clientv3.CreateRevision(layout.ClusterKey(mv.to)), ">", 0)).
+			Then(clientv3.OpPut(layout.MoveKey(mv.slot), string(rec))).
+			Else(clientv3.OpGet(layout.ClusterKey(mv.from), clientv3.WithCountOnly()), clientv3.OpGet(layout.ClusterKey(mv.to), clientv3.WithCountOnly())).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
 		}
@@ -212,7 +215,7 @@ func (mv *mover) begin(ctx context.Context) error {
 		}
 		for i, id := range []string{mv.from, mv.to} {
 			if tr.Responses[i].GetResponseRange().Count == 0 {
-				return fmt.Errorf("%w: cluster %q was removed", ErrInvalidArgument, id)
+				return fmt.Errorf("%w: cluster %q was removed", etcdlock.ErrInvalidArgument, id)
 			}
 		}
 		// The map changed or another move began meanwhile: look again.
@@ -224,7 +227,7 @@ func (mv *mover) begin(ctx context.Context) error {
 func (mv *mover) resume(ctx context.Context, kv *mvccpb.KeyValue) error {
 	_, rec, ok := decodeMove(kv)
 	if !ok {
-		return fmt.Errorf("%w: move record %s: %q", ErrInvalidArgument, kv.Key, kv.Value)
+		return fmt.Errorf("%w: move record %s: %q", etcdlock.ErrInvalidArgument, kv.Key, kv.Value)
 	}
 	if !mv.o.Resume || rec.To != mv.to {
 		return fmt.Errorf("%w: slot %d is being moved %s", ErrMoveInProgress, mv.slot, rec)
@@ -251,7 +254,7 @@ func (mv *mover) contact(ctx context.Context) error {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, contactTimeout)
-		resp, err := (*c.cli).Get(rctx, generationKey, clientv3.WithCountOnly())
+		resp, err := (*c.cli).Get(rctx, layout.GenerationKey, clientv3.WithCountOnly())
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -263,7 +266,7 @@ func (mv *mover) contact(ctx context.Context) error {
 	}
 	if ids[0] == ids[1] {
 		return fmt.Errorf("%w: clusters %s and %s are one etcd cluster (etcd cluster id %x): a slot cannot move between them",
-			ErrInvalidArgument, mv.from, mv.to, ids[0])
+			etcdlock.ErrInvalidArgument, mv.from, mv.to, ids[0])
 	}
 	return nil
 }

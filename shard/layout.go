@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the keys of sharding and their values. Like the queue's
 // (keys.go), the layout is frozen: every build must agree on it.
@@ -27,29 +27,19 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-)
 
-const (
-	shardRoot        = "etcdlock-shards/"
-	mapKey           = shardRoot + "map"
-	clusterKeyPrefix = shardRoot + "clusters/"
-	moveKeyPrefix    = shardRoot + "moves/"
-	generationKey    = shardRoot + "generation"
-	stampKeyPrefix   = shardRoot + "slots/"
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
-
-func clusterKey(id string) string { return clusterKeyPrefix + id }
-func moveKey(slot int) string     { return fmt.Sprintf("%s%04d", moveKeyPrefix, slot) }
-func stampKey(slot int) string    { return fmt.Sprintf("%s%04d", stampKeyPrefix, slot) }
 
 // validateClusterID accepts 1-64 bytes of [A-Za-z0-9._-].
 func validateClusterID(id string) error {
 	if id == "" || len(id) > 64 {
-		return fmt.Errorf("%w: cluster id %q must have 1 to 64 bytes", ErrInvalidArgument, id)
+		return fmt.Errorf("%w: cluster id %q must have 1 to 64 bytes", etcdlock.ErrInvalidArgument, id)
 	}
 	for _, c := range []byte(id) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-", c) >= 0) {
-			return fmt.Errorf("%w: cluster id %q: only letters, digits, '.', '_' and '-'", ErrInvalidArgument, id)
+			return fmt.Errorf("%w: cluster id %q: only letters, digits, '.', '_' and '-'", etcdlock.ErrInvalidArgument, id)
 		}
 	}
 	return nil
@@ -100,12 +90,12 @@ func (m *slotMap) encode() string {
 func decodeMap(kv *mvccpb.KeyValue) (*slotMap, error) {
 	var sm storedMap
 	if err := json.Unmarshal(kv.Value, &sm); err != nil {
-		return nil, fmt.Errorf("%w: slot map: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: slot map: %v", etcdlock.ErrInvalidArgument, err)
 	}
 	m := &slotMap{rev: kv.ModRevision}
 	for _, r := range sm.Ranges {
 		if r.From < 0 || r.To >= NumSlots || r.From > r.To {
-			return nil, fmt.Errorf("%w: slot map: range %d-%d", ErrInvalidArgument, r.From, r.To)
+			return nil, fmt.Errorf("%w: slot map: range %d-%d", etcdlock.ErrInvalidArgument, r.From, r.To)
 		}
 		for s := r.From; s <= r.To; s++ {
 			m.owner[s] = r.Cluster
@@ -125,50 +115,6 @@ func (m *slotMap) slotsOf(id string) []int {
 	return out
 }
 
-// Stamp states. Only an active stamp lets a key of its slot be created;
-// every other state (and no stamp) refuses.
-const (
-	stampActive   = "active"
-	stampFrozen   = "frozen"   // the slot moved, or is moving, away (or a move to here was aborted)
-	stampIncoming = "incoming" // a move to this cluster is under way and not yet active
-)
-
-// slotStamp is a slot's stamp in one member cluster as read from etcd.
-type slotStamp struct {
-	mod int64  // its mod revision; 0: no stamp (the slot was never here)
-	raw []byte // its value as read (what a guard compares)
-
-	State string `json:"state"`
-	Gen   int64  `json:"gen"`
-	To    string `json:"to,omitempty"`   // frozen by a move: where it went
-	From  string `json:"from,omitempty"` // incoming: where it comes from
-	// Move is the epoch of the last move that wrote the stamp: the root
-	// revision at which that move was recorded (0: CreateShards). A mover
-	// writes a stamp only while its epoch is below its own (first touch) or
-	// equal to it in the state its own earlier phase left (DESIGN.md).
-	Move int64 `json:"move,omitempty"`
-}
-
-func (st slotStamp) active() bool { return st.mod > 0 && st.State == stampActive }
-
-func (st slotStamp) encode() string {
-	b, _ := json.Marshal(st)
-	return string(b)
-}
-
-// decodeStamp decodes the stamp read in kvs (none: no stamp).
-func decodeStamp(kvs []*mvccpb.KeyValue) slotStamp {
-	if len(kvs) == 0 {
-		return slotStamp{}
-	}
-	var st slotStamp
-	if err := json.Unmarshal(kvs[0].Value, &st); err != nil {
-		st = slotStamp{State: "unreadable"}
-	}
-	st.mod, st.raw = kvs[0].ModRevision, kvs[0].Value
-	return st
-}
-
 // moveRecord is the root's record of a move in progress. Its create
 // revision in the root is the move's epoch.
 type moveRecord struct {
@@ -182,7 +128,7 @@ type moveRecord struct {
 
 // decodeMove decodes a move record read from the root.
 func decodeMove(kv *mvccpb.KeyValue) (slot int, rec moveRecord, ok bool) {
-	n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), moveKeyPrefix))
+	n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), layout.MoveKeyPrefix))
 	if err != nil || n < 0 || n >= NumSlots || json.Unmarshal(kv.Value, &rec) != nil {
 		return 0, moveRecord{}, false
 	}

@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the phases of a move that carry the slot's completion
 // records (RunOnce) and switch the map: copy (phase 5), drop (phase 7) and
@@ -14,6 +14,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // records reads the completion records of the slot's names on the source,
@@ -31,7 +34,7 @@ func (mv *mover) records(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		n := min(len(names), namesPerRead)
 		ops := make([]clientv3.Op, n)
 		for i, name := range names[:n] {
-			ops[i] = clientv3.OpGet(onceKey(name))
+			ops[i] = clientv3.OpGet(layout.OnceKey(name))
 		}
 		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()...).Then(ops...).Commit()
 		if err != nil {
@@ -118,22 +121,22 @@ func (mv *mover) dropOnce(ctx context.Context) error {
 func (mv *mover) switchMap(ctx context.Context) error {
 	root := mv.r.root
 	for {
-		resp, err := root.Get(ctx, mapKey)
+		resp, err := root.Get(ctx, layout.MapKey)
 		if err != nil {
 			return ctxErr(ctx, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return fmt.Errorf("%w: the slot map is gone", ErrInvalidArgument)
+			return fmt.Errorf("%w: the slot map is gone", etcdlock.ErrInvalidArgument)
 		}
 		m, err := decodeMap(resp.Kvs[0])
 		if err != nil {
 			return err
 		}
 		m.owner[mv.slot] = mv.to
-		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
-			clientv3.Compare(clientv3.ModRevision(moveKey(mv.slot)), "=", mv.rec)).
-			Then(clientv3.OpPut(mapKey, m.encode()), clientv3.OpDelete(moveKey(mv.slot))).
-			Else(clientv3.OpGet(moveKey(mv.slot)), clientv3.OpGet(mapKey)).Commit()
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+			clientv3.Compare(clientv3.ModRevision(layout.MoveKey(mv.slot)), "=", mv.rec)).
+			Then(clientv3.OpPut(layout.MapKey, m.encode()), clientv3.OpDelete(layout.MoveKey(mv.slot))).
+			Else(clientv3.OpGet(layout.MoveKey(mv.slot)), clientv3.OpGet(layout.MapKey)).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
 		}

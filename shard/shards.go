@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 import (
 	"context"
@@ -14,27 +14,30 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Shards is a client's view of a sharded deployment: the slot map and the
-// clusters, read from the root cluster at NewShards and followed by a watch
-// until Close. Sessions made with NewShardedSession route each name to the
+// clusters, read from the root cluster at New and followed by a watch
+// until Close. Sessions made with NewSession route each name to the
 // cluster that owns its slot. The map changes only by MoveSlot, never
 // because a cluster is down: a cluster that is down makes its names
 // unavailable, as a lost quorum does with one cluster. When the root's
-// record of a cluster changes its endpoints (SetClusterEndpoints), the
+// record of a cluster changes its endpoints (SetEndpoints), the
 // watch moves the client dialed to the old ones to the new ones (its
 // sessions live on when they are the same cluster's); when the record goes
 // (RemoveCluster), it closes the client and the sessions on it end. A
 // Shards is safe for concurrent use.
 type Shards struct {
-	// Set by NewShards, then read-only.
+	// Set by New, then read-only.
 	root *clientv3.Client
 	dial Dialer
 	log  *zap.Logger
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the map watch
-	bad  error          // an invalid option, reported by NewShards
+	bad  error          // an invalid option, reported by New or Create
 
 	mu       sync.Mutex // guards the fields below
 	m        *slotMap
@@ -46,65 +49,15 @@ type Shards struct {
 	closed   bool
 }
 
-// Dialer returns a client of a member cluster, given its id and endpoints
-// as the root records them. Shards closes what it returns.
-type Dialer func(ctx context.Context, id string, endpoints []string) (*clientv3.Client, error)
-
-// ShardsOption configures NewShards.
-type ShardsOption func(*Shards)
-
-// WithDialer sets how Shards makes the client of each member cluster
-// (default: clientv3.New with the endpoints, a 5 s dial timeout and the
-// Shards' logger), for TLS, credentials or a test's own client.
-// A nil d makes NewShards fail with ErrInvalidArgument.
-func WithDialer(d Dialer) ShardsOption {
-	return func(r *Shards) {
-		if d == nil {
-			r.bad = errors.New("nil dialer")
-		}
-		r.dial = d
-	}
-}
-
-// WithShardsLogger sets the logger of the map watch (default zap.NewNop()).
-// A nil l makes NewShards fail with ErrInvalidArgument.
-func WithShardsLogger(l *zap.Logger) ShardsOption {
-	return func(r *Shards) {
-		if l == nil {
-			r.bad = errors.New("nil logger")
-		}
-		r.log = l
-	}
-}
-
-// dialerWith is the default Dialer, its clients logging to log.
-func dialerWith(log *zap.Logger) Dialer {
-	return func(ctx context.Context, _ string, endpoints []string) (*clientv3.Client, error) {
-		return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-			Context: context.WithoutCancel(ctx), Logger: log})
-	}
-}
-
-// NewShards reads the slot map and the clusters from root and follows them
+// New reads the slot map and the clusters from root and follows them
 // until Close. root stays the caller's (Close does not close it). It
-// returns an error wrapping ErrInvalidArgument for a nil client or option,
-// or when root holds no slot map (CreateShards makes one), and the read's
-// error otherwise.
-func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption) (*Shards, error) {
-	r := &Shards{root: root, log: zap.NewNop(), clients: map[string]*clientv3.Client{}, dialed: map[string][]string{}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, newError("new shards", "", fmt.Errorf("%w: nil option", ErrInvalidArgument))
-		}
-		o(r)
-	}
-	switch {
-	case r.bad != nil:
-		return nil, newError("new shards", "", fmt.Errorf("%w: %w", ErrInvalidArgument, r.bad))
-	case root == nil:
-		return nil, newError("new shards", "", fmt.Errorf("%w: nil root client", ErrInvalidArgument))
-	case r.dial == nil:
-		r.dial = dialerWith(r.log)
+// returns an error wrapping etcdlock.ErrInvalidArgument for a nil client
+// or option, or when root holds no slot map (Create makes one), and the
+// read's error otherwise.
+func New(ctx context.Context, root *clientv3.Client, opts ...Option) (*Shards, error) {
+	r, err := withOptions("new shards", root, opts)
+	if err != nil {
+		return nil, err
 	}
 	rev, err := r.load(ctx)
 	if err != nil {
@@ -123,14 +76,14 @@ func NewShards(ctx context.Context, root *clientv3.Client, opts ...ShardsOption)
 // load reads the map, the clusters and the moves at one revision and
 // installs them.
 func (r *Shards) load(ctx context.Context) (int64, error) {
-	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKeyPrefix, clientv3.WithPrefix()),
-		clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	resp, err := r.root.Txn(ctx).Then(clientv3.OpGet(layout.MapKey), clientv3.OpGet(layout.ClusterKeyPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(layout.MoveKeyPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("read the slot map: %w", ctxErr(ctx, err))
 	}
 	mkvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(mkvs) == 0 {
-		return 0, fmt.Errorf("%w: the root cluster holds no slot map (CreateShards, or etcdlock clusters init)", ErrInvalidArgument)
+		return 0, fmt.Errorf("%w: the root cluster holds no slot map (shard.Create, or etcdlock clusters init)", etcdlock.ErrInvalidArgument)
 	}
 	m, err := decodeMap(mkvs[0])
 	if err != nil {
@@ -140,9 +93,9 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		var c Cluster
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
-			return 0, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, kv.Key, err)
+			return 0, fmt.Errorf("%w: cluster record %s: %v", etcdlock.ErrInvalidArgument, kv.Key, err)
 		}
-		c.ID = strings.TrimPrefix(string(kv.Key), clusterKeyPrefix)
+		c.ID = strings.TrimPrefix(string(kv.Key), layout.ClusterKeyPrefix)
 		clusters[c.ID] = c
 	}
 	moves := map[int]moveRecord{}
@@ -166,7 +119,7 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 }
 
 // dropStale moves the client of each cluster whose record names other
-// endpoints than it was dialed with (SetClusterEndpoints) to the new ones,
+// endpoints than it was dialed with (SetEndpoints) to the new ones,
 // and removes from r.clients the client of each cluster whose record is
 // gone (RemoveCluster), returning those for the caller to close outside
 // r.mu. (A client of a record this read does not show yet, dialed by Client
@@ -197,10 +150,10 @@ func (r *Shards) dropStale(clusters map[string]Cluster) []*clientv3.Client {
 // away re-reads everything first (what changed meanwhile is then in the
 // read), so no compaction stops it for good.
 func (r *Shards) follow(ctx context.Context, rev int64) {
-	b := newBackoff(requestFloor, watchCeil)
+	b := newBackoff(watchFloor, watchCeil)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := r.root.Watch(wctx, shardRoot, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		wch := r.root.Watch(wctx, layout.Root, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for resp := range wch {
 			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
 				r.log.Warn("shards: the slot map's watch fell behind a compaction; reading it afresh",
@@ -236,7 +189,7 @@ func (r *Shards) follow(ctx context.Context, rev int64) {
 func touchesMap(evs []*clientv3.Event) bool {
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
-		if k == mapKey || strings.HasPrefix(k, clusterKeyPrefix) || strings.HasPrefix(k, moveKeyPrefix) {
+		if k == layout.MapKey || strings.HasPrefix(k, layout.ClusterKeyPrefix) || strings.HasPrefix(k, layout.MoveKeyPrefix) {
 			return true
 		}
 	}
@@ -252,7 +205,7 @@ func (r *Shards) snapshot() (*slotMap, <-chan struct{}) {
 
 // ClusterOf returns the id of the cluster that owns name's slot now.
 func (r *Shards) ClusterOf(name string) (string, error) {
-	if err := validateName(name); err != nil {
+	if _, err := etcdlock.KeyPrefix(name); err != nil {
 		return "", newError("route", "", err)
 	}
 	m, _ := r.snapshot()
@@ -301,7 +254,7 @@ func (r *Shards) client(ctx context.Context, id string) (_ *clientv3.Client, aga
 	r.mu.Unlock()
 	switch {
 	case closed:
-		return nil, false, ErrSessionClosed
+		return nil, false, etcdlock.ErrSessionClosed
 	case ok:
 		return cli, false, nil
 	case !known:
@@ -321,7 +274,7 @@ func (r *Shards) client(ctx context.Context, id string) (_ *clientv3.Client, aga
 	defer r.mu.Unlock()
 	if r.closed {
 		_ = cli.Close()
-		return nil, false, ErrSessionClosed
+		return nil, false, etcdlock.ErrSessionClosed
 	}
 	if other, ok := r.clients[id]; ok { // dialed meanwhile by another call
 		_ = cli.Close()
@@ -338,16 +291,16 @@ func (r *Shards) client(ctx context.Context, id string) (_ *clientv3.Client, aga
 // readCluster reads cluster id's record from the root. It returns an error
 // wrapping ErrInvalidArgument when there is none.
 func (r *Shards) readCluster(ctx context.Context, id string) (Cluster, error) {
-	resp, err := r.root.Get(ctx, clusterKey(id))
+	resp, err := r.root.Get(ctx, layout.ClusterKey(id))
 	if err != nil {
 		return Cluster{}, ctxErr(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Cluster{}, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+		return Cluster{}, fmt.Errorf("%w: unknown cluster %q", etcdlock.ErrInvalidArgument, id)
 	}
 	var c Cluster
 	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return Cluster{}, fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, id, err)
+		return Cluster{}, fmt.Errorf("%w: cluster record %s: %v", etcdlock.ErrInvalidArgument, id, err)
 	}
 	c.ID = id
 	return c, nil

@@ -1,4 +1,4 @@
-package etcderr
+package etcdx
 
 import (
 	"errors"

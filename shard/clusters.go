@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the root's records of the member clusters: add one, check
 // that endpoints answer, change a cluster's endpoints, remove one.
@@ -11,43 +11,46 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // checkBound bounds CheckEndpoints' read.
 const checkBound = 5 * time.Second
 
-// AddCluster records a new member cluster on root, with no slots (move
+// AddCluster records a new member cluster on the root, with no slots (move
 // some to it with MoveSlot). It does not contact the cluster: call
 // CheckEndpoints first to know that its endpoints answer.
 //
-//   - nil: the record is written; Shards see it at their next map read
-//     (Shards.Client reads it at once).
-//   - ErrInvalidArgument: a bad id, a nil root, no endpoints, or an id
+//   - nil: the record is written; every Shards sees it at its next map
+//     read (Client reads it at once).
+//   - ErrInvalidArgument: a bad id, no endpoints, or an id
 //     recorded already; nothing is written.
 //   - otherwise the request's (or ctx's) error: the record may or may not
 //     be written (run it again: a second call says it is recorded).
-func AddCluster(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+func (r *Shards) AddCluster(ctx context.Context, id string, endpoints []string) error {
 	if err := validateClusterID(id); err != nil {
 		return newError("add cluster", "", err)
 	}
-	if root == nil || len(endpoints) == 0 {
-		return newError("add cluster", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	if len(endpoints) == 0 {
+		return newError("add cluster", "", fmt.Errorf("%w: no endpoints", etcdlock.ErrInvalidArgument))
 	}
+	root := r.root
 	rec, _ := json.Marshal(Cluster{Endpoints: endpoints})
-	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(clusterKey(id)), "=", 0)).
-		Then(clientv3.OpPut(clusterKey(id), string(rec))).Commit()
+	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(layout.ClusterKey(id)), "=", 0)).
+		Then(clientv3.OpPut(layout.ClusterKey(id), string(rec))).Commit()
 	if err != nil {
 		return newError("add cluster", "", ctxErr(ctx, err))
 	}
 	if !resp.Succeeded {
-		return newError("add cluster", "", fmt.Errorf("%w: cluster %s is recorded already", ErrInvalidArgument, id))
+		return newError("add cluster", "", fmt.Errorf("%w: cluster %s is recorded already", etcdlock.ErrInvalidArgument, id))
 	}
 	return nil
 }
 
-// CheckEndpoints dials endpoints with dial (nil: the default, see
-// WithDialer; it is given the id ""), reads one key there linearizably (so
+// CheckEndpoints dials endpoints with the Dialer of r (see WithDialer; it
+// is given the id ""), reads one key there linearizably (so
 // the cluster must have a leader), bounded by 5 s and ctx, and closes the
 // client. It writes nothing.
 //
@@ -55,13 +58,11 @@ func AddCluster(ctx context.Context, root *clientv3.Client, id string, endpoints
 //   - ErrInvalidArgument: no endpoints.
 //   - ErrUnavailable: the dial or the read failed ("endpoints ... do not
 //     answer", wrapping the cause too).
-func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error {
+func (r *Shards) CheckEndpoints(ctx context.Context, endpoints []string) error {
 	if len(endpoints) == 0 {
-		return newError("check endpoints", "", fmt.Errorf("%w: no endpoints", ErrInvalidArgument))
+		return newError("check endpoints", "", fmt.Errorf("%w: no endpoints", etcdlock.ErrInvalidArgument))
 	}
-	if dial == nil {
-		dial = dialerWith(zap.NewNop())
-	}
+	dial := r.dial
 	ctx, cancel := context.WithTimeout(ctx, checkBound)
 	defer cancel()
 	fail := func(err error) error {
@@ -73,13 +74,13 @@ func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error 
 		return fail(err)
 	}
 	defer cli.Close()
-	if _, err := cli.Get(ctx, generationKey, clientv3.WithCountOnly()); err != nil {
+	if _, err := cli.Get(ctx, layout.GenerationKey, clientv3.WithCountOnly()); err != nil {
 		return fail(err)
 	}
 	return nil
 }
 
-// SetClusterEndpoints replaces the endpoints the root records for member
+// SetEndpoints replaces the endpoints the root records for member
 // cluster id, keeping the rest of its record (its generation). It does not
 // contact the cluster (see CheckEndpoints). A Shards that sees the change
 // moves the client it had dialed to the new endpoints: when they are the
@@ -88,34 +89,35 @@ func CheckEndpoints(ctx context.Context, endpoints []string, dial Dialer) error 
 // as in an outage.
 //
 //   - nil: the record holds endpoints.
-//   - ErrInvalidArgument: a bad or unknown id, a nil root, no endpoints, or
-//     an unreadable record; nothing is written.
+//   - ErrInvalidArgument: a bad or unknown id, no endpoints, or an
+//     unreadable record; nothing is written.
 //   - otherwise the request's (or ctx's) error: the record may or may not
 //     have changed (run it again: it is repeatable).
-func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, endpoints []string) error {
+func (r *Shards) SetEndpoints(ctx context.Context, id string, endpoints []string) error {
 	if err := validateClusterID(id); err != nil {
 		return newError("set cluster endpoints", "", err)
 	}
-	if root == nil || len(endpoints) == 0 {
-		return newError("set cluster endpoints", "", fmt.Errorf("%w: nil root client or no endpoints", ErrInvalidArgument))
+	if len(endpoints) == 0 {
+		return newError("set cluster endpoints", "", fmt.Errorf("%w: no endpoints", etcdlock.ErrInvalidArgument))
 	}
+	root := r.root
 	for {
-		resp, err := root.Get(ctx, clusterKey(id))
+		resp, err := root.Get(ctx, layout.ClusterKey(id))
 		if err != nil {
 			return newError("set cluster endpoints", "", ctxErr(ctx, err))
 		}
 		if len(resp.Kvs) == 0 {
-			return newError("set cluster endpoints", "", fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id))
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: unknown cluster %q", etcdlock.ErrInvalidArgument, id))
 		}
 		var c Cluster
 		if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-			return newError("set cluster endpoints", "", fmt.Errorf("%w: cluster record %s: %v", ErrInvalidArgument, id, err))
+			return newError("set cluster endpoints", "", fmt.Errorf("%w: cluster record %s: %v", etcdlock.ErrInvalidArgument, id, err))
 		}
 		c.Endpoints = endpoints
 		b, _ := json.Marshal(c)
 		// Against the record read: a generation raised meanwhile is kept.
-		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", resp.Kvs[0].ModRevision)).
-			Then(clientv3.OpPut(clusterKey(id), string(b))).Commit()
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.ClusterKey(id)), "=", resp.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(layout.ClusterKey(id), string(b))).Commit()
 		if err != nil {
 			return newError("set cluster endpoints", "", ctxErr(ctx, err))
 		}
@@ -133,10 +135,10 @@ func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, 
 // record is older than that read: a move that begins meanwhile (it writes
 // a move record) makes the delete fail, and the check runs again. The
 // cluster itself is not touched (its data, generation key and stamps stay),
-// and Shards close their client of it.
+// and every Shards closes its client of it.
 //
 //   - nil: the record is gone.
-//   - ErrInvalidArgument: a bad or unknown id, a nil root, no slot map;
+//   - ErrInvalidArgument: a bad or unknown id, no slot map;
 //     the map gives the cluster slots (the error says how many); or a move
 //     record names it (the error says which slot). Nothing is deleted.
 //   - otherwise the request's (or ctx's) error: the record may or may not
@@ -145,15 +147,12 @@ func SetClusterEndpoints(ctx context.Context, root *clientv3.Client, id string, 
 // The removed cluster's generation no longer counts toward new
 // generations; every slot that was on it moved to a cluster whose
 // generation was raised above it, so no token goes back.
-func RemoveCluster(ctx context.Context, root *clientv3.Client, id string) error {
+func (r *Shards) RemoveCluster(ctx context.Context, id string) error {
 	if err := validateClusterID(id); err != nil {
 		return newError("remove cluster", "", err)
 	}
-	if root == nil {
-		return newError("remove cluster", "", fmt.Errorf("%w: nil root client", ErrInvalidArgument))
-	}
 	for {
-		done, err := removeOnce(ctx, root, id)
+		done, err := removeOnce(ctx, r.root, id)
 		if err != nil {
 			return newError("remove cluster", "", err)
 		}
@@ -166,36 +165,36 @@ func RemoveCluster(ctx context.Context, root *clientv3.Client, id string) error 
 // removeOnce is one check and guarded delete of RemoveCluster; done is
 // false when the guard failed (something changed: check again).
 func removeOnce(ctx context.Context, root *clientv3.Client, id string) (done bool, err error) {
-	resp, err := root.Txn(ctx).Then(clientv3.OpGet(mapKey), clientv3.OpGet(clusterKey(id)),
-		clientv3.OpGet(moveKeyPrefix, clientv3.WithPrefix())).Commit()
+	resp, err := root.Txn(ctx).Then(clientv3.OpGet(layout.MapKey), clientv3.OpGet(layout.ClusterKey(id)),
+		clientv3.OpGet(layout.MoveKeyPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return false, ctxErr(ctx, err)
 	}
 	mkvs, ckvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 	switch {
 	case len(mkvs) == 0:
-		return false, fmt.Errorf("%w: the root holds no slot map", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: the root holds no slot map", etcdlock.ErrInvalidArgument)
 	case len(ckvs) == 0:
-		return false, fmt.Errorf("%w: unknown cluster %q", ErrInvalidArgument, id)
+		return false, fmt.Errorf("%w: unknown cluster %q", etcdlock.ErrInvalidArgument, id)
 	}
 	m, err := decodeMap(mkvs[0])
 	if err != nil {
 		return false, err
 	}
 	if n := len(m.slotsOf(id)); n > 0 {
-		return false, fmt.Errorf("%w: the map gives cluster %s %d slots: move them to other clusters first", ErrInvalidArgument, id, n)
+		return false, fmt.Errorf("%w: the map gives cluster %s %d slots: move them to other clusters first", etcdlock.ErrInvalidArgument, id, n)
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		if slot, rec, ok := decodeMove(kv); ok && (rec.From == id || rec.To == id) {
-			return false, fmt.Errorf("%w: cluster %s is named by the move of slot %d %s: finish or abort it first", ErrInvalidArgument, id, slot, rec)
+			return false, fmt.Errorf("%w: cluster %s is named by the move of slot %d %s: finish or abort it first", etcdlock.ErrInvalidArgument, id, slot, rec)
 		}
 	}
 	// A compare over a prefix holds for every key in it (and for none):
 	// no move record was written after the read.
-	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(mapKey), "=", m.rev),
-		clientv3.Compare(clientv3.ModRevision(clusterKey(id)), "=", ckvs[0].ModRevision),
-		clientv3.Compare(clientv3.ModRevision(moveKeyPrefix), "<", resp.Header.Revision+1).WithPrefix()).
-		Then(clientv3.OpDelete(clusterKey(id))).Commit()
+	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+		clientv3.Compare(clientv3.ModRevision(layout.ClusterKey(id)), "=", ckvs[0].ModRevision),
+		clientv3.Compare(clientv3.ModRevision(layout.MoveKeyPrefix), "<", resp.Header.Revision+1).WithPrefix()).
+		Then(clientv3.OpDelete(layout.ClusterKey(id))).Commit()
 	if err != nil {
 		return false, ctxErr(ctx, err)
 	}

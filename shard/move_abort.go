@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds AbortMove: a move undone while its target is not active.
 
@@ -7,6 +7,9 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // AbortMove undoes the move of slot in progress, in three steps:
@@ -42,18 +45,18 @@ func (r *Shards) AbortMove(ctx context.Context, slot int) error {
 
 func (r *Shards) abortMove(ctx context.Context, slot int) error {
 	if slot < 0 || slot >= NumSlots {
-		return fmt.Errorf("%w: slot %d is not in 0..%d", ErrInvalidArgument, slot, NumSlots-1)
+		return fmt.Errorf("%w: slot %d is not in 0..%d", etcdlock.ErrInvalidArgument, slot, NumSlots-1)
 	}
-	resp, err := r.root.Get(ctx, moveKey(slot))
+	resp, err := r.root.Get(ctx, layout.MoveKey(slot))
 	if err != nil {
 		return ctxErr(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return fmt.Errorf("%w: no move of slot %d is recorded", ErrInvalidArgument, slot)
+		return fmt.Errorf("%w: no move of slot %d is recorded", etcdlock.ErrInvalidArgument, slot)
 	}
 	_, rec, ok := decodeMove(resp.Kvs[0])
 	if !ok {
-		return fmt.Errorf("%w: move record %q", ErrInvalidArgument, resp.Kvs[0].Value)
+		return fmt.Errorf("%w: move record %q", etcdlock.ErrInvalidArgument, resp.Kvs[0].Value)
 	}
 	mv := &mover{r: r, slot: slot, to: rec.To, from: rec.From, epoch: rec.epoch, rec: resp.Kvs[0].ModRevision}
 	if err := mv.contact(ctx); err != nil {
@@ -65,24 +68,24 @@ func (r *Shards) abortMove(ctx context.Context, slot int) error {
 	if err := mv.unfreeze(ctx); err != nil {
 		return fmt.Errorf("unfreeze %s: %w", mv.from, err)
 	}
-	_, err = r.root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(moveKey(slot)), "=", mv.rec)).
-		Then(clientv3.OpDelete(moveKey(slot))).Commit()
+	_, err = r.root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MoveKey(slot)), "=", mv.rec)).
+		Then(clientv3.OpDelete(layout.MoveKey(slot))).Commit()
 	return ctxErr(ctx, err)
 }
 
 // fenceTarget writes the target's stamp frozen under the move's epoch,
 // unless it is active under it (then the move must be resumed).
 func (mv *mover) fenceTarget(ctx context.Context) error {
-	_, _, err := stepStamp(ctx, mv.dst, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
+	_, _, err := stepStamp(ctx, mv.dst, mv.slot, func(st layout.Stamp) (layout.Stamp, bool, error) {
 		switch {
-		case st.Move == mv.epoch && st.State == stampActive:
+		case st.Move == mv.epoch && st.State == layout.StampActive:
 			return st, false, fmt.Errorf("%w: the target is active under this move already: resume it", ErrMoveInProgress)
-		case st.Move == mv.epoch && st.State == stampFrozen:
+		case st.Move == mv.epoch && st.State == layout.StampFrozen:
 			return st, false, nil // fenced by an earlier call
 		case st.Move > mv.epoch:
 			return st, false, mv.ended(mv.to, st)
 		}
-		return slotStamp{State: stampFrozen, Gen: st.Gen, Move: mv.epoch}, true, nil
+		return layout.Stamp{State: layout.StampFrozen, Gen: st.Gen, Move: mv.epoch}, true, nil
 	})
 	return err
 }
@@ -95,14 +98,14 @@ func (mv *mover) unfreeze(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = stepStamp(ctx, mv.src, mv.slot, func(st slotStamp) (slotStamp, bool, error) {
+	_, _, err = stepStamp(ctx, mv.src, mv.slot, func(st layout.Stamp) (layout.Stamp, bool, error) {
 		switch {
-		case st.Move == mv.epoch && st.State == stampActive:
+		case st.Move == mv.epoch && st.State == layout.StampActive:
 			return st, false, nil // unfrozen by an earlier call
 		case st.Move > mv.epoch:
 			return st, false, mv.ended(mv.from, st)
 		}
-		return slotStamp{State: stampActive, Gen: max(st.Gen, gen), Move: mv.epoch}, true, nil
+		return layout.Stamp{State: layout.StampActive, Gen: max(st.Gen, gen), Move: mv.epoch}, true, nil
 	})
 	return err
 }

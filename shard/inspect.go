@@ -1,4 +1,4 @@
-package etcdlock
+package shard
 
 // This file holds the reads of a sharded deployment: Describe and List
 // over its clusters, and each cluster's figures for operators.
@@ -11,9 +11,29 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
-// Describe is Describe on the cluster the map gives name's slot now,
+// State is what Describe and List report of one name: its
+// etcdlock.LockState on the cluster that holds it, and where that is.
+type State struct {
+	etcdlock.LockState
+	// Where the name lives: its cluster, its slot, and the generation of
+	// the slot's stamp there (the generation its new grants' tokens
+	// carry; List gives its holder's).
+	Cluster    string
+	Slot       int
+	Generation int64
+	// Set by Describe only: whether the state read is all of the name's
+	// (SlotActive), or the slot is moving (SlotMoving, and Move is the
+	// move) or not active on Cluster (SlotFrozen); see Describe.
+	SlotStatus string
+	Move       *MoveInfo
+}
+
+// Describe is etcdlock.Describe on the cluster the map gives name's slot now,
 // read in one request with the slot's stamp there. The state also names
 // that cluster, the slot and the slot's generation there, and says in
 // SlotStatus whether what it read is all of the name's state:
@@ -31,19 +51,20 @@ import (
 //
 // It returns an error wrapping ErrInvalidName for a bad name, and the
 // read's error otherwise.
-func (r *Shards) Describe(ctx context.Context, name string) (*LockState, error) {
+func (r *Shards) Describe(ctx context.Context, name string) (*State, error) {
 	p, cli, err := r.place(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(namePrefix(name), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), clientv3.OpGet(stampKey(p.Slot))).Commit()
+	prefix, _ := etcdlock.KeyPrefix(name) // place checked the name
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), clientv3.OpGet(layout.StampKey(p.Slot))).Commit()
 	if err != nil {
 		return nil, newError("describe", name, ctxErr(ctx, err))
 	}
-	r.settle(&p, decodeStamp(resp.Responses[1].GetResponseRange().Kvs))
-	st := buildState(name, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
-	st.Cluster, st.Slot, st.Generation, st.SlotStatus, st.Move = p.Cluster, p.Slot, p.Generation, p.Status, p.Move
+	r.settle(&p, layout.DecodeStamp(resp.Responses[1].GetResponseRange().Kvs))
+	st := State{LockState: etcdlock.StateOf(name, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision),
+		Cluster: p.Cluster, Slot: p.Slot, Generation: p.Generation, SlotStatus: p.Status, Move: p.Move}
 	return &st, nil
 }
 
@@ -93,7 +114,7 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 // place returns the cluster and slot of name by the map, and the
 // cluster's client.
 func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
-	if err := validateName(name); err != nil {
+	if _, err := etcdlock.KeyPrefix(name); err != nil {
 		return Placement{}, nil, newError("describe", "", err)
 	}
 	m, _ := r.snapshot()
@@ -108,12 +129,12 @@ func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.C
 
 // settle fills in p's generation and status from the slot's stamp on
 // p.Cluster (st) and the moves the map watch last saw.
-func (r *Shards) settle(p *Placement, st slotStamp) {
+func (r *Shards) settle(p *Placement, st layout.Stamp) {
 	p.Generation, p.Stamp = st.Gen, st.State
 	switch mi, moving := r.Moving(p.Slot); {
 	case moving:
 		p.Status, p.Move = SlotMoving, &mi
-	case st.active():
+	case st.Active():
 		p.Status = SlotActive
 	default:
 		p.Status = SlotFrozen
@@ -124,24 +145,23 @@ func (r *Shards) settle(p *Placement, st slotStamp) {
 // name is reported from the cluster the map gives its slot (a name seen on
 // another, the source of a move that just switched, is left out). Each
 // cluster is read at its own revision.
-func (r *Shards) List(ctx context.Context, prefix string) ([]LockState, error) {
+func (r *Shards) List(ctx context.Context, prefix string) ([]State, error) {
 	m, _ := r.snapshot()
-	var out []LockState
+	var out []State
 	for _, c := range r.Clusters() {
 		cli, err := r.Client(ctx, c.ID)
 		if err != nil {
 			return nil, newError("list", prefix, err)
 		}
-		states, err := List(ctx, cli, prefix)
+		states, err := etcdlock.List(ctx, cli, prefix)
 		if err != nil {
 			return nil, err
 		}
-		for _, st := range states {
-			st.Slot = SlotOf(st.Name)
+		for _, ls := range states {
+			st := State{LockState: ls, Cluster: c.ID, Slot: SlotOf(ls.Name)}
 			if m.owner[st.Slot] != c.ID {
 				continue
 			}
-			st.Cluster = c.ID
 			if len(st.Holders) > 0 {
 				st.Generation = st.Holders[0].Token.Generation()
 			}
@@ -171,7 +191,7 @@ type ClusterState struct {
 // still read.
 func (r *Shards) ClusterStates(ctx context.Context) ([]ClusterState, error) {
 	m, _ := r.snapshot()
-	moves, err := r.root.Get(ctx, moveKeyPrefix, clientv3.WithPrefix())
+	moves, err := r.root.Get(ctx, layout.MoveKeyPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, newError("clusters", "", ctxErr(ctx, err))
 	}
@@ -181,7 +201,7 @@ func (r *Shards) ClusterStates(ctx context.Context) ([]ClusterState, error) {
 		for _, kv := range moves.Kvs {
 			var rec moveRecord
 			if json.Unmarshal(kv.Value, &rec) == nil && (rec.From == c.ID || rec.To == c.ID) {
-				cs.Moving = append(cs.Moving, strings.TrimPrefix(string(kv.Key), moveKeyPrefix)+" "+rec.String())
+				cs.Moving = append(cs.Moving, strings.TrimPrefix(string(kv.Key), layout.MoveKeyPrefix)+" "+rec.String())
 			}
 		}
 		cs.Err = r.clusterFigures(ctx, &cs)
@@ -195,7 +215,7 @@ func (r *Shards) clusterFigures(ctx context.Context, cs *ClusterState) error {
 	if err != nil {
 		return err
 	}
-	states, err := List(ctx, cli, "")
+	states, err := etcdlock.List(ctx, cli, "")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,258 @@
+package etcdlock
+
+// This file holds the seam between the core and package shard: Router, the
+// one thing a routed session (NewRoutedSession) holds that a plain one does
+// not, and the routing of a routed session's acquisitions and reads to its
+// session on each cluster. A session made by NewSession has no router, and
+// its acquisitions never come here: the check is the nil router at the top
+// of each acquisition (acquisition, lock.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
+)
+
+// Router is the seam for package shard: a slot map a routed session follows
+// to put each name on the cluster that owns its slot. Users do not
+// implement or call it: package shard implements it over its map
+// (shard.Shards) and hands it to the core in shard.NewSession. The core
+// reads nothing else of sharding: the stamp guard of each cluster session
+// (inside its enqueue Txn) is the core's own.
+type Router interface {
+	// Owner returns the id of the cluster that owns slot now (during a
+	// move, the source, which holds the slot's names until the map
+	// switches), and a channel closed when the map or the moves change.
+	Owner(slot int) (cluster string, changed <-chan struct{}, err error)
+	// Client returns the client of cluster id.
+	Client(ctx context.Context, id string) (*clientv3.Client, error)
+	// Moving reports whether a move of slot is recorded.
+	Moving(slot int) bool
+}
+
+// routing is a routed session's state: its router, and its session on each
+// cluster it used.
+type routing struct {
+	r Router
+
+	mu       sync.Mutex
+	children map[string]*clusterChild // by cluster id
+	retired  []*Session               // lost children, closed by Close
+}
+
+// clusterChild is the session on one cluster; mu serialises its opening.
+type clusterChild struct {
+	mu sync.Mutex
+	s  *Session
+}
+
+// NewRoutedSession is the seam's constructor, for package shard only (its
+// shard.NewSession calls it): a session that holds no lease of its own and
+// puts each acquisition on its session of the cluster r gives the name's
+// slot, opened on first use with opts, whose key-creating writes carry the
+// slot's stamp guard. Such a session is never handed to users as it is:
+// its Lease is 0 and it is not lost when one of its clusters' sessions is,
+// the contract shard.Session documents. root is its Client; ctx bounds
+// nothing past this call. It returns an error wrapping ErrInvalidArgument
+// for a nil r or root, or an invalid option.
+func NewRoutedSession(ctx context.Context, root *clientv3.Client, r Router, opts ...SessionOption) (*Session, error) {
+	var missing error
+	if r == nil || root == nil {
+		missing = fmt.Errorf("%w: nil router or root client", ErrInvalidArgument)
+	}
+	o, err := parseSessionOptions(opts, missing)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, newError("new session", "", ctxErr(ctx, err))
+	}
+	s := &Session{cli: root, ttl: o.ttl, identity: o.identity, opts: o, tune: defaultTuning(),
+		log: o.logger.With(zap.String("identity", o.identity)), closing: make(chan struct{}),
+		router: &routing{r: r, children: map[string]*clusterChild{}}}
+	s.grantLog = s.log
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.revoking, s.stopRevoking = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// route returns the session of routed session s to acquire name on: the
+// session on the cluster that owns name's slot, once the slot's stamp there
+// is active. While the slot is moving it waits for the move to finish
+// (until ctx ends), unless try: then it returns ErrLocked.
+func (s *Session) route(ctx context.Context, name string, try bool) (*Session, error) {
+	slot := layout.SlotOf(name)
+	for {
+		if err := s.wanted(ctx); err != nil {
+			return nil, err
+		}
+		cs, changed, err := s.routeRead(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		id := cs.stamps.id
+		st, err := cs.stamps.stamp(ctx, cs, slot)
+		if err != nil {
+			return nil, s.cause(ctx, fmt.Errorf("read the stamp of slot %d on %s: %w", slot, id, ctxErr(ctx, err)))
+		}
+		if st.Active() {
+			return cs, nil
+		}
+		if try {
+			return nil, fmt.Errorf("%w: slot %d is moving from cluster %s", ErrLocked, slot, id)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, ctx.Err())
+		case <-s.closing:
+			return nil, ErrSessionClosed
+		}
+	}
+}
+
+// routeRead returns the session to read name's queue on: s itself unless s
+// is routed; else the session of the cluster its router gives name's slot
+// now, and a channel closed when the map changes.
+func (s *Session) routeRead(ctx context.Context, name string) (*Session, <-chan struct{}, error) {
+	set := s.router
+	if set == nil {
+		return s, nil, nil
+	}
+	id, changed, err := set.r.Owner(layout.SlotOf(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := set.child(ctx, s, id)
+	return cs, changed, err
+}
+
+// child returns the live session of s on cluster id, opening it (again,
+// after a loss) as needed.
+func (set *routing) child(ctx context.Context, s *Session, id string) (*Session, error) {
+	set.mu.Lock()
+	c := set.children[id]
+	if c == nil {
+		c = &clusterChild{}
+		set.children[id] = c
+	}
+	set.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s != nil && c.s.Err() == nil {
+		return c.s, nil
+	}
+	cli, err := set.r.Client(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o := s.opts
+	o.tune = s.tune // one set of knobs (tests' hooks) for all its clusters
+	cs, err := newSession(ctx, cli, o)
+	if err != nil {
+		return nil, err
+	}
+	cs.root = s
+	cs.stamps = &clusterStamps{id: id, moving: set.r.Moving}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if s.Err() != nil { // closed meanwhile: Close did not see cs
+		_ = cs.Close()
+		return nil, ErrSessionClosed
+	}
+	if c.s != nil {
+		set.retired = append(set.retired, c.s)
+	}
+	c.s = cs
+	return cs, nil
+}
+
+// closeRouted is Close of a routed session: it ends it (ErrSessionClosed)
+// and closes every cluster session, in parallel; it returns their errors
+// joined.
+func (s *Session) closeRouted() error {
+	s.mu.Lock()
+	s.err = ErrSessionClosed
+	s.mu.Unlock()
+	close(s.closing)
+	s.cancel(errClosedCause)
+	// child installs a session only while s.err is nil, under set.mu: every
+	// one installed is seen below.
+	set := s.router
+	set.mu.Lock()
+	all := append([]*Session(nil), set.retired...)
+	set.mu.Unlock()
+	all = append(all, set.live()...)
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, cs := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cs.Close()
+		}()
+	}
+	wg.Wait()
+	s.stopRevoking()
+	return errors.Join(errs...)
+}
+
+// validUntil is ValidUntil of a routed session: the earliest of its live
+// cluster sessions' (far ahead while it has none).
+func (set *routing) validUntil() time.Time {
+	until := time.Now().Add(maxTTL)
+	for _, cs := range set.live() {
+		if v := cs.ValidUntil(); cs.Err() == nil && v.Before(until) {
+			until = v
+		}
+	}
+	return until
+}
+
+// live returns the current session of each cluster.
+func (set *routing) live() []*Session {
+	set.mu.Lock()
+	cs := make([]*clusterChild, 0, len(set.children))
+	for _, c := range set.children {
+		cs = append(cs, c)
+	}
+	set.mu.Unlock()
+	var out []*Session
+	for _, c := range cs {
+		c.mu.Lock()
+		if c.s != nil {
+			out = append(out, c.s)
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// routed runs op on the queue of name (of kind tag, for verb) on the
+// session of routed session s's cluster that owns name's slot (route). When
+// the slot moves away while op writes (errSlotMoved), it routes again and
+// runs op again: a waiter that arrives during a move waits for it. try
+// makes route refuse a moving slot (ErrLocked) instead of waiting.
+func routed[T any](ctx context.Context, s *Session, name, tag, verb string, try bool, op func(queue) (T, error)) (T, error) {
+	var zero T
+	for {
+		q, err := newQueue(s, name, tag, verb)
+		if err != nil {
+			return zero, err
+		}
+		if q.s, err = s.route(ctx, name, try); err != nil {
+			return zero, q.errorf(err)
+		}
+		v, err := op(q)
+		if !errors.Is(err, errSlotMoved) && !q.forcedAway(ctx, err) {
+			return v, err
+		}
+	}
+}
