@@ -49,7 +49,7 @@ func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool
 	}
 	gctx, release := l.underGrant(ctx)
 	defer release()
-	resp, err := q.s.cli.Get(gctx, onceKey(q.name))
+	resp, err := q.s.cli.Get(gctx, completionKey(q.name))
 	switch nh := l.notHeld(); {
 	case nh != nil:
 		return Completion{}, false, q.opError("done", nh)
@@ -100,7 +100,7 @@ func (l *Lock) MarkDone(ctx context.Context, id string) error {
 	}
 	gctx, release := l.underGrant(ctx)
 	defer release()
-	resp, err := q.s.cli.Txn(gctx).If(l.Guard()).Then(clientv3.OpPut(onceKey(q.name), string(rec))).Commit()
+	resp, err := q.s.cli.Txn(gctx).If(l.Guard()).Then(clientv3.OpPut(completionKey(q.name), string(rec))).Commit()
 	switch nh := l.notHeld(); {
 	case err == nil && resp.Succeeded:
 		return nil

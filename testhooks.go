@@ -66,8 +66,8 @@ func initKeyHooks() {
 	testhook.KeyRoot, testhook.ListPage = keyRoot, listPage
 	testhook.TagMutex, testhook.TagElection = tagMutex, tagElection
 	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, layout.EscapeName, listPrefix
-	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
-	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
+	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, completionKey
+	testhook.IsQueueKey = func(key string) bool { _, ok := layout.ParseKey(key); return ok }
 	testhook.EncodeValue = func(identity, value string, at, granted time.Time) string {
 		return encodeValue(identity, value, at, granted, 0, 0)
 	}

@@ -56,7 +56,7 @@ func (r *Shards) Describe(ctx context.Context, name string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix, _ := etcdlock.KeyPrefix(name) // place checked the name
+	prefix := layout.NamePrefix(name) // place checked the name
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(prefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), clientv3.OpGet(layout.StampKey(p.Slot))).Commit()
 	if err != nil {
@@ -114,7 +114,7 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 // place returns the cluster and slot of name by the map, and the
 // cluster's client.
 func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return Placement{}, nil, newError("describe", "", err)
 	}
 	m, _ := r.snapshot()

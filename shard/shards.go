@@ -205,7 +205,7 @@ func (r *Shards) snapshot() (*slotMap, <-chan struct{}) {
 
 // ClusterOf returns the id of the cluster that owns name's slot now.
 func (r *Shards) ClusterOf(name string) (string, error) {
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return "", newError("route", "", err)
 	}
 	m, _ := r.snapshot()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -71,13 +72,13 @@ func (ew *endWatch) apply(evs []*clientv3.Event) {
 // key's deletion.
 func (ew *endWatch) note(ev *clientv3.Event) {
 	rev := ev.Kv.ModRevision
-	if b, ok := etcdlock.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
+	if b, ok := layout.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
 		if ew.broken[rev] == nil {
 			ew.broken[rev] = map[etcdlock.Token]bool{}
 		}
-		ew.broken[rev][b.Token] = true
+		ew.broken[rev][etcdlock.Token(b.Token)] = true
 	}
-	if _, lease, ok := etcdlock.SessionOfKey(string(ev.Kv.Key)); ok {
+	if _, lease, ok := layout.SessionOfKey(string(ev.Kv.Key)); ok {
 		if ev.Type == mvccpb.DELETE {
 			ew.barriers[lease] = rev
 		} else if _, seen := ew.barriers[lease]; !seen {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -228,7 +229,7 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 			if keys := keysUnder(t, cli, name); len(keys) != want {
 				t.Fatalf("%s: keys under %s: %v", what, name, keys)
 			}
-			bp, _ := etcdlock.BarrierPrefix(name)
+			bp := layout.BarrierPrefix(name)
 			resp, err := cli.Get(ctx, bp+fmt.Sprintf("%x", int64(s.Lease())))
 			if err != nil {
 				t.Fatal(err)
