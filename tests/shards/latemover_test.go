@@ -164,7 +164,7 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 			job := func(id string) {
 				t.Helper()
 				err := m.RunOnce(ctx, id, func(context.Context, *etcdlock.Lock) error { runs[id]++; return nil })
-				if err != nil && !errors.Is(err, etcdlock.ErrAlreadyDone) {
+				if err != nil && !errors.Is(err, etcdlock.ErrAlreadyCompleted) {
 					t.Fatalf("RunOnce %s: %v", id, err)
 				}
 			}
