@@ -30,7 +30,7 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lease.ID) })
-	dir := testhook.NamePrefix(name) + "s" + strconv.Itoa(n) + "/" + strconv.FormatInt(int64(lease.ID), 16) + "-"
+	dir := layout.NamePrefix(name) + "s" + strconv.Itoa(n) + "/" + strconv.FormatInt(int64(lease.ID), 16) + "-"
 	for i := 0; i < n; i += 100 {
 		var ops []clientv3.Op
 		for j := i; j < i+100; j++ {

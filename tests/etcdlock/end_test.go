@@ -9,7 +9,6 @@ import (
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -29,7 +28,7 @@ type endWatch struct {
 
 func watchEnds(t *testing.T, cli *clientv3.Client, name string) *endWatch {
 	t.Helper()
-	root := testhook.KeyRoot + testhook.EscapeName(name)
+	root := layout.KeyRoot + layout.EscapeName(name)
 	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), root, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +84,7 @@ func (ew *endWatch) note(ev *clientv3.Event) {
 			ew.barriers[lease] = 0
 		}
 	}
-	if testhook.IsQueueKey(string(ev.Kv.Key)) && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
+	if _, queue := layout.ParseKey(string(ev.Kv.Key)); queue && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
 		tok := etcdlock.Token(ev.PrevKv.CreateRevision)
 		ew.pending[tok], ew.deleted[tok] = ev.PrevKv, rev
 	}

@@ -13,13 +13,12 @@ import (
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // nameKey is the queue prefix of name without its end: what a grant's key
 // starts with.
-func nameKey(name string) string { return strings.TrimSuffix(testhook.NamePrefix(name), "%/") }
+func nameKey(name string) string { return strings.TrimSuffix(layout.NamePrefix(name), "%/") }
 
 // occupancyKey is where lockAllRounds marks a name held, to see holders of
 // two processes overlap.
@@ -278,7 +277,7 @@ func TestLockAllRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
-	resp, err := cli.Get(ctx, testhook.NamePrefix(base+"/many"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, layout.NamePrefix(base+"/many"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("keys under the many names: %v %v", resp.Count, err)
 	}

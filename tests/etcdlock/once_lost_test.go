@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -188,7 +189,7 @@ func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
 				if !errors.Is(derr, etcdlock.ErrInvalidArgument) || !errors.Is(merr, etcdlock.ErrInvalidArgument) {
 					t.Fatalf("Completed: %v, MarkCompleted: %v; want ErrInvalidArgument", derr, merr)
 				}
-				if resp, err := cli.Get(ctx, testhook.OnceKey(name), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+				if resp, err := cli.Get(ctx, layout.CompletionKey(name), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 					t.Fatalf("a record was written for a shared grant (%v)", err)
 				}
 				return

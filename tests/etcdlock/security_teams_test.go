@@ -12,7 +12,6 @@ import (
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -240,8 +239,8 @@ func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 				t.Errorf("key %q (value %q) holds a password", kv.Key, kv.Value)
 			}
 		}
-		if !strings.HasPrefix(string(kv.Key), testhook.KeyRoot) {
-			t.Errorf("key %q outside %q", kv.Key, testhook.KeyRoot)
+		if !strings.HasPrefix(string(kv.Key), layout.KeyRoot) {
+			t.Errorf("key %q outside %q", kv.Key, layout.KeyRoot)
 			continue
 		}
 		if _, _, ok := layout.SessionOfKey(string(kv.Key)); ok {
