@@ -7,7 +7,7 @@ package etcdlock
 //	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go says why)
 //	etcdlock/<escaped name>%!/p/<kind tag>/<lease hex>-<waiter id hex>   a pass record (lockdelay_record.go)
 //	etcdlock/<escaped name>%!done            the name's completion record (once.go)
-//	etcdlock/<escaped name>%!broken          the name's break marker (end.go)
+//	etcdlock/<escaped name>%!broken          the name's break marker (break.go)
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
