@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,6 +8,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // TestResumeFrom: a watch resumes after the last event it delivered, not
@@ -57,18 +58,15 @@ func TestBarrierKeyLayout(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"a", "jobs/a", "100%/x", "x%!"} {
 		key := barrierKey(namePrefix(name), 0x2b38)
-		bp, err := BarrierPrefix(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bp := layout.BarrierPrefix(name)
 		if key != bp+"2b38" {
-			t.Errorf("barrierKey(%q) = %q, not under BarrierPrefix %q", name, key, bp)
+			t.Errorf("barrierKey(%q) = %q, not under layout.BarrierPrefix %q", name, key, bp)
 		}
-		if _, ok := parseKey(key); ok {
+		if _, ok := layout.ParseKey(key); ok {
 			t.Errorf("barrier %q parses as a queue key", key)
 		}
-		if !strings.HasPrefix(key, NamespacePrefix(name)) {
-			t.Errorf("barrier %q outside NamespacePrefix(%q)", key, name)
+		if !strings.HasPrefix(key, listPrefix(name)) {
+			t.Errorf("barrier %q outside listPrefix(%q)", key, name)
 		}
 		for _, other := range []string{name, name + "%", name + "!", "a", "jobs"} {
 			if strings.HasPrefix(key, namePrefix(other)) {
@@ -76,7 +74,20 @@ func TestBarrierKeyLayout(t *testing.T) {
 			}
 		}
 	}
-	if _, err := BarrierPrefix(""); !errors.Is(err, ErrInvalidName) {
-		t.Errorf("BarrierPrefix(\"\") = %v", err)
+}
+
+// TestSessionOfKey: the barrier key of a name and lease parses back; queue
+// keys, markers and other names' keys do not.
+func TestSessionOfKey(t *testing.T) {
+	for _, name := range []string{"a", "jobs/a/b", "100%/x", "%!/"} {
+		dir := namePrefix(name)
+		if n, l, ok := layout.SessionOfKey(barrierKey(dir, 0x6a67a22a34eda349)); !ok || n != name || l != 0x6a67a22a34eda349 {
+			t.Errorf("%q: %q %x %v", name, n, l, ok)
+		}
+		for _, other := range []string{waiterKey(dir, tagMutex, 7, 0), dir[:len(dir)-len(nameEnd)] + layout.BrokenSuffix, completionKey(name)} {
+			if _, _, ok := layout.SessionOfKey(other); ok {
+				t.Errorf("%q parsed as a barrier", other)
+			}
+		}
 	}
 }

@@ -55,7 +55,7 @@ func LastCompletion(ctx context.Context, cli *clientv3.Client, name string) (c C
 	if err := validateName(name); err != nil {
 		return Completion{}, false, newError("last completion", "", err)
 	}
-	resp, err := cli.Get(ctx, onceKey(name))
+	resp, err := cli.Get(ctx, completionKey(name))
 	switch {
 	case err != nil:
 		return Completion{}, false, newError("last completion", name, ctxErr(ctx, err))
@@ -86,7 +86,7 @@ func ClearCompletion(ctx context.Context, cli *clientv3.Client, name string, c C
 	if err := validateName(name); err != nil {
 		return newError("clear completion", "", err)
 	}
-	key := onceKey(name)
+	key := completionKey(name)
 	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", c.Revision)).
 		Then(clientv3.OpDelete(key)).Commit()
 	switch {

@@ -12,7 +12,7 @@ var (
 	// ErrLocked is returned by TryLock when the lock is held or waited on.
 	ErrLocked = sentinel("etcdlock: locked")
 	// ErrNotHeld is returned by Unlock, Resign and Proclaim of a grant that was
-	// lost before the call, and by Proclaim, Completed, MarkDone and RunOnce when
+	// lost before the call, and by Proclaim, Completed, MarkCompleted and RunOnce when
 	// the grant ends before etcd answers; the error also wraps the cause of
 	// the loss.
 	ErrNotHeld = sentinel("etcdlock: not held")
@@ -41,10 +41,10 @@ var (
 	// ErrKindMismatch is returned when a name is already used by another kind
 	// of recipe (or by a semaphore of another size).
 	ErrKindMismatch = sentinel("etcdlock: kind mismatch")
-	// ErrAlreadyDone is returned by RunOnce and TryRunOnce when the name's
+	// ErrAlreadyCompleted is returned by RunOnce and TryRunOnce when the name's
 	// completion record already holds the run's id or a later one: fn was
 	// not called.
-	ErrAlreadyDone = sentinel("etcdlock: already done")
+	ErrAlreadyCompleted = sentinel("etcdlock: already completed")
 	// ErrChanged is returned by ClearCompletion when the record it was
 	// given is no longer the name's record: nothing was deleted.
 	ErrChanged = sentinel("etcdlock: changed meanwhile")

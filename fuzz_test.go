@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -23,8 +24,8 @@ func FuzzNameEscaping(f *testing.F) {
 			t.Fatalf("names %q and %q share a key range", a, b)
 		}
 		// A name starting with a prefix lives under the prefix's namespace.
-		if strings.HasPrefix(b, a) && !strings.HasPrefix(namePrefix(b), NamespacePrefix(a)) {
-			t.Fatalf("%q starts with %q but its keys are not under %q", b, a, NamespacePrefix(a))
+		if strings.HasPrefix(b, a) && !strings.HasPrefix(namePrefix(b), listPrefix(a)) {
+			t.Fatalf("%q starts with %q but its keys are not under %q", b, a, listPrefix(a))
 		}
 	})
 }
@@ -51,14 +52,13 @@ func FuzzParseToken(f *testing.F) {
 }
 
 func TestKeyPrefix(t *testing.T) {
-	p, err := KeyPrefix("team-a/job")
-	if err != nil || p != "etcdlock/team-a/job%/" {
-		t.Fatalf("KeyPrefix: %q %v", p, err)
+	if p := namePrefix("team-a/job"); p != "etcdlock/team-a/job%/" {
+		t.Fatalf("namePrefix: %q", p)
 	}
-	if _, err := KeyPrefix(""); err == nil {
-		t.Fatal("KeyPrefix of an empty name")
+	if err := validateName(""); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("validateName(\"\") = %v", err)
 	}
-	if got := NamespacePrefix("team-a/"); got != "etcdlock/team-a/" {
+	if got := listPrefix("team-a/"); got != "etcdlock/team-a/" {
 		t.Fatal(got)
 	}
 }
@@ -83,8 +83,8 @@ func checkNameRoundTrip(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, ok := parseKey(key)
-	if !ok || pk.name != name || pk.tag != tagMutex {
-		t.Fatalf("parseKey(%q) = %+v %v", key, pk, ok)
+	pk, ok := layout.ParseKey(key)
+	if !ok || pk.Name != name || pk.Tag != tagMutex {
+		t.Fatalf("ParseKey(%q) = %+v %v", key, pk, ok)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/internal/etcdx"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 const listPage = etcdx.Page
@@ -87,8 +88,8 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	}
 	byName := map[string][]*mvccpb.KeyValue{}
 	rev, err := etcdx.ReadPrefix(ctx, cli, listPrefix(prefix), func(kv *mvccpb.KeyValue) {
-		if pk, ok := parseKey(string(kv.Key)); ok && strings.HasPrefix(pk.name, prefix) {
-			byName[pk.name] = append(byName[pk.name], kv)
+		if pk, ok := layout.ParseKey(string(kv.Key)); ok && strings.HasPrefix(pk.Name, prefix) {
+			byName[pk.Name] = append(byName[pk.Name], kv)
 		}
 	})
 	if err != nil {
@@ -103,20 +104,12 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]LockState
 	return out, nil
 }
 
-// NameOfKey returns the name whose queue key is key (a holder's or a
-// waiter's, as Describe and List report them), and true; false for any
-// other key: barrier keys, completion records, keys of other programs.
-// With StateOf it lets a program that watches a prefix keep its own view of
-// many names. It is safe for concurrent use.
-func NameOfKey(key string) (string, bool) {
-	pk, ok := parseKey(key)
-	return pk.name, ok
-}
-
 // StateOf returns what Describe reports for name when its read returns kvs
 // at revision rev. kvs may be in any order; keys of other names and keys
-// that are not queue keys are left out. It does not modify kvs, cannot
-// fail, and is safe for concurrent use.
+// that are not queue keys are left out, so a program that watches a prefix
+// can keep its own view of many names with it (README's key layout says
+// which name a key belongs to). It does not modify kvs, cannot fail, and
+// is safe for concurrent use.
 func StateOf(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 	sorted := append([]*mvccpb.KeyValue(nil), kvs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].CreateRevision < sorted[j].CreateRevision })
@@ -129,15 +122,15 @@ func buildState(name string, kvs []*mvccpb.KeyValue, rev int64) LockState {
 	st := LockState{Name: name, Revision: rev}
 	entries := make([]Entry, 0, len(kvs))
 	for _, kv := range kvs {
-		pk, ok := parseKey(string(kv.Key))
-		if !ok || pk.name != name {
+		pk, ok := layout.ParseKey(string(kv.Key))
+		if !ok || pk.Name != name {
 			continue
 		}
-		kind, mode := kindOfTag(pk.tag)
+		kind, mode := kindOfTag(pk.Tag)
 		v := decodeValue(kv.Value)
 		e := Entry{
 			Key: string(kv.Key), Token: tokenOf(v.Gen, kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease),
-			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.tag), Value: v.Value,
+			Identity: v.Identity, Kind: kind, Mode: mode, Size: semaphoreSize(pk.Tag), Value: v.Value,
 			Enqueued: v.enqueued(), Granted: v.stamped(), LockDelay: v.lockDelay(),
 		}
 		e.Stamped = !e.Granted.IsZero()

@@ -2,6 +2,8 @@ package etcdlock
 
 import (
 	"testing"
+
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 func TestNameOfKey(t *testing.T) {
@@ -18,8 +20,8 @@ func TestNameOfKey(t *testing.T) {
 		{"etcdlock/x%/m", "", false},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
-			if name, ok := NameOfKey(tc.key); name != tc.name || ok != tc.ok {
-				t.Fatalf("NameOfKey = %q, %v; want %q, %v", name, ok, tc.name, tc.ok)
+			if name, ok := layout.NameOfKey(tc.key); name != tc.name || ok != tc.ok {
+				t.Fatalf("layout.NameOfKey = %q, %v; want %q, %v", name, ok, tc.name, tc.ok)
 			}
 		})
 	}

@@ -7,7 +7,7 @@ package etcdlock
 //	etcdlock/<escaped name>%!/<lease hex>    a session's barrier (barrier.go says why)
 //	etcdlock/<escaped name>%!/p/<kind tag>/<lease hex>-<waiter id hex>   a pass record (lockdelay_record.go)
 //	etcdlock/<escaped name>%!done            the name's completion record (once.go)
-//	etcdlock/<escaped name>%!broken          the name's break marker (end.go)
+//	etcdlock/<escaped name>%!broken          the name's break marker (break.go)
 //
 // Escaping percent-encodes '%', bytes 0x00-0x1f and 0x7f and leaves every
 // other byte as it is, so an escaped name never contains "%/" and no name's
@@ -15,11 +15,9 @@ package etcdlock
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,9 +26,8 @@ import (
 )
 
 const (
-	keyRoot      = layout.KeyRoot
-	nameEnd      = layout.NameEnd
-	maxNameBytes = 1024
+	keyRoot = layout.KeyRoot
+	nameEnd = layout.NameEnd
 
 	tagMutex    = "m"
 	tagElection = "e"
@@ -46,24 +43,15 @@ const (
 	kindRWMutex   = "rwmutex"
 )
 
-// validateName checks a lock name: non-empty, valid UTF-8, at most 1024 bytes.
-func validateName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalidName)
-	case len(name) > maxNameBytes:
-		return fmt.Errorf("%w: name of %d bytes is longer than %d", ErrInvalidName, len(name), maxNameBytes)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: name %q is not valid UTF-8", ErrInvalidName, name)
-	}
-	return nil
-}
+// validateName checks a lock name: non-empty, valid UTF-8, at most 1024
+// bytes; its error wraps ErrInvalidName.
+func validateName(name string) error { return layout.ValidateName(name, ErrInvalidName) }
 
 // namePrefix is the key prefix of every key of one name: "etcdlock/<escaped>%/".
 func namePrefix(name string) string { return layout.NamePrefix(name) }
 
 // listPrefix is the key prefix under which every name starting with prefix lives.
-func listPrefix(prefix string) string { return keyRoot + layout.EscapeName(prefix) }
+func listPrefix(prefix string) string { return layout.ListPrefix(prefix) }
 
 // waiterKey returns the key of a session's acquisition that holds slot in
 // queue dir: "<dir><tag>/<lease hex>-<slot hex>". A slot is reused only once
@@ -72,34 +60,6 @@ func listPrefix(prefix string) string { return keyRoot + layout.EscapeName(prefi
 // is ever taken for a new one.
 func waiterKey(dir, tag string, lease clientv3.LeaseID, slot int) string {
 	return dir + tag + "/" + strconv.FormatInt(int64(lease), 16) + "-" + strconv.FormatInt(int64(slot), 16)
-}
-
-// parsedKey is a key split along the frozen layout.
-type parsedKey struct {
-	name string // unescaped lock name
-	tag  string // kind tag
-	id   string // waiter id
-}
-
-// parseKey splits a full key; ok is false for keys that are not ours.
-func parseKey(key string) (parsedKey, bool) {
-	rest, ok := strings.CutPrefix(key, keyRoot)
-	if !ok {
-		return parsedKey{}, false
-	}
-	esc, rest, ok := strings.Cut(rest, nameEnd)
-	if !ok {
-		return parsedKey{}, false
-	}
-	tag, id, ok := strings.Cut(rest, "/")
-	if !ok || tag == "" || id == "" {
-		return parsedKey{}, false
-	}
-	name, ok := layout.UnescapeName(esc)
-	if !ok {
-		return parsedKey{}, false
-	}
-	return parsedKey{name: name, tag: tag, id: id}, true
 }
 
 // tagOf returns the kind tag of a key below dir, "" if it has none.
@@ -226,55 +186,10 @@ func decodeValue(b []byte) keyValue {
 	return v
 }
 
-// KeyPrefix returns the etcd key prefix under which every queue key of the
-// lock, election, semaphore or read-write lock called name lives:
-// "etcdlock/<escaped name>%/". The sessions that use name also keep a barrier
-// key each under BarrierPrefix(name). An etcd role limited to one name needs
-// readwrite on both prefixes (etcdctl role grant-permission ROLE readwrite
-// --prefix=true PREFIX); a role on NamespacePrefix covers both. It returns an
-// error wrapping ErrInvalidName for an invalid name.
-func KeyPrefix(name string) (string, error) {
-	if err := validateName(name); err != nil {
-		return "", err
-	}
-	return namePrefix(name), nil
-}
-
-// NamespacePrefix returns the etcd key prefix under which every name that
-// starts with prefix lives: "etcdlock/" + the escaped prefix. Granting a role
-// readwrite on NamespacePrefix("team-a/") lets it use every name under
-// "team-a/" and no other; List(ctx, cli, "team-a/") reads only that range.
-func NamespacePrefix(prefix string) string { return listPrefix(prefix) }
-
-// BarrierPrefix returns the etcd key prefix of the barrier keys of name:
-// "etcdlock/<escaped name>%!/". Each session that used name keeps one there,
-// attached to its lease, so that a request of unknown outcome can be made
-// harmless (DESIGN.md). No queue read, List or Describe sees them. It returns
-// an error wrapping ErrInvalidName for an invalid name.
-func BarrierPrefix(name string) (string, error) {
-	if err := validateName(name); err != nil {
-		return "", err
-	}
-	return keyRoot + layout.EscapeName(name) + barrierEnd, nil
-}
-
-// OnceKey returns the etcd key of the completion record of name, which
-// Mutex.RunOnce reads and writes: "etcdlock/<escaped name>%!done". It has no
-// lease (it outlives the sessions that write it), and no queue read, List or
-// Describe sees it. A role limited to one name that uses RunOnce needs
-// readwrite on it too. It returns an error wrapping ErrInvalidName for an
-// invalid name.
-func OnceKey(name string) (string, error) {
-	if err := validateName(name); err != nil {
-		return "", err
-	}
-	return onceKey(name), nil
-}
-
 // barrierEnd separates an escaped name from the barrier keys of its sessions.
 // An escaped name never contains "%/" (nor does "%!/"), so no queue read and
-// no List or Describe sees a barrier, and NamespacePrefix covers it.
-const barrierEnd = "%!/"
+// no List or Describe sees a barrier, and a role on a name prefix covers it.
+const barrierEnd = layout.BarrierEnd
 
 // barrierKey returns the barrier of the session with lease in queue dir
 // (namePrefix(name)).
@@ -282,8 +197,6 @@ func barrierKey(dir string, lease clientv3.LeaseID) string {
 	return dir[:len(dir)-len(nameEnd)] + barrierEnd + strconv.FormatInt(int64(lease), 16)
 }
 
-// onceKey is the completion record of name: "etcdlock/<escaped>%!done".
-// It is outside the queue's range "etcdlock/<escaped>%/" (an escaped name
-// never contains "%!"), so no queue read, watch, Describe or List sees it,
-// and it has no lease: it outlives the sessions that wrote it.
-func onceKey(name string) string { return layout.OnceKey(name) }
+// completionKey is the completion record of name: "etcdlock/<escaped>%!done"
+// (layout.CompletionKey says why no queue read sees it).
+func completionKey(name string) string { return layout.CompletionKey(name) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -57,9 +58,9 @@ func checkKeyLayout(t *testing.T, name, prefix string) {
 	if !strings.HasPrefix(key, prefix+"m/1a2b-") {
 		t.Fatalf("key %q", key)
 	}
-	pk, ok := parseKey(key)
-	if !ok || pk.name != name || pk.tag != tagMutex {
-		t.Fatalf("parseKey(%q) = %+v, %v", key, pk, ok)
+	pk, ok := layout.ParseKey(key)
+	if !ok || pk.Name != name || pk.Tag != tagMutex {
+		t.Fatalf("ParseKey(%q) = %+v, %v", key, pk, ok)
 	}
 }
 

@@ -10,7 +10,7 @@ package etcdlock
 //	etcdlock/<escaped name>%!/p/<kind tag>/<lease hex>-<waiter id hex>
 //
 // It sits in the name's barrier range (so a role that may use the name may
-// write it; "p/…" is never a lease, so SessionOfKey does not take it for a
+// write it; "p/…" is never a lease, so a reader of barriers does not take it for a
 // barrier), outside the queue's range, and it is attached to a lease of its
 // own that ends a little after the delay: it cleans itself up, and no delete
 // is ever sent for it.

@@ -45,26 +45,26 @@ func (l *Lock) Completed(ctx context.Context, id string) (bool, error) {
 func (l *Lock) completion(ctx context.Context, id string) (c Completion, ok bool, err error) {
 	q := l.w.q
 	if err := l.onceArgs(id); err != nil {
-		return Completion{}, false, q.opError("done", err)
+		return Completion{}, false, q.opError("completed", err)
 	}
 	gctx, release := l.underGrant(ctx)
 	defer release()
-	resp, err := q.s.cli.Get(gctx, onceKey(q.name))
+	resp, err := q.s.cli.Get(gctx, completionKey(q.name))
 	switch nh := l.notHeld(); {
 	case nh != nil:
-		return Completion{}, false, q.opError("done", nh)
+		return Completion{}, false, q.opError("completed", nh)
 	case err != nil:
-		return Completion{}, false, q.opError("done", ctxErr(ctx, err))
+		return Completion{}, false, q.opError("completed", ctxErr(ctx, err))
 	case len(resp.Kvs) == 0:
 		return Completion{}, false, nil
 	}
 	if c, err = decodeCompletion(resp.Kvs[0]); err != nil {
-		return Completion{}, false, q.opError("done", err)
+		return Completion{}, false, q.opError("completed", err)
 	}
 	return c, true, nil
 }
 
-// onceArgs checks the arguments of Completed and MarkDone: a run id, and a grant
+// onceArgs checks the arguments of Completed and MarkCompleted: a run id, and a grant
 // that only one holder has at a time.
 func (l *Lock) onceArgs(id string) error {
 	switch {
@@ -77,48 +77,48 @@ func (l *Lock) onceArgs(id string) error {
 	return nil
 }
 
-// MarkDone records id as the last completed run of the lock's name,
+// MarkCompleted records id as the last completed run of the lock's name,
 // guarded by the grant: the write is applied only while this grant is
 // current, so a holder that lost the lock (its lease expired while it was
 // paused, or it was broken) records nothing, and the next holder's Completed
 // sees every record made before it was granted. The write ends when the
-// grant ends (Context), as Completed's read does. MarkDone returns nil once
+// grant ends (Context), as Completed's read does. MarkCompleted returns nil once
 // recorded; an error wrapping ErrNotHeld and the loss cause if the grant had
 // ended (if the write was in flight then, it may have been applied, but
 // only while the grant was current); ErrInvalidArgument as Completed; and the
 // write's error (wrapping ctx's) otherwise, after which the record may or
 // may not have been written (only ever by this grant).
-func (l *Lock) MarkDone(ctx context.Context, id string) error {
+func (l *Lock) MarkCompleted(ctx context.Context, id string) error {
 	q := l.w.q
 	if err := l.onceArgs(id); err != nil {
-		return q.opError("mark done", err)
+		return q.opError("mark completed", err)
 	}
 	rec, err := json.Marshal(onceRecord{V: 1, ID: id, Token: l.Token(), Identity: q.s.identity,
 		At: time.Now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
-		return q.opError("mark done", err)
+		return q.opError("mark completed", err)
 	}
 	gctx, release := l.underGrant(ctx)
 	defer release()
-	resp, err := q.s.cli.Txn(gctx).If(l.Guard()).Then(clientv3.OpPut(onceKey(q.name), string(rec))).Commit()
+	resp, err := q.s.cli.Txn(gctx).If(l.Guard()).Then(clientv3.OpPut(completionKey(q.name), string(rec))).Commit()
 	switch nh := l.notHeld(); {
 	case err == nil && resp.Succeeded:
 		return nil
 	case nh != nil:
-		return q.opError("mark done", nh)
+		return q.opError("mark completed", nh)
 	case err == nil: // refused: the grant was not current when etcd applied it
-		return q.opError("mark done", ErrNotHeld)
+		return q.opError("mark completed", ErrNotHeld)
 	}
-	return q.opError("mark done", ctxErr(ctx, err))
+	return q.opError("mark completed", ctxErr(ctx, err))
 }
 
 // RunOnce runs fn at most once per id among the runs that complete. It
 // takes the lock (waiting in FIFO order, as Lock), reads the name's
 // completion record (Completed), and if that holds id or a later id it releases
-// and returns an error wrapping ErrAlreadyDone without calling fn.
+// and returns an error wrapping ErrAlreadyCompleted without calling fn.
 // Otherwise it calls fn with the grant's context (ended on loss, see
 // Lock.Context) and the grant, and if fn returns nil it records id, guarded
-// by the grant (MarkDone), then releases.
+// by the grant (MarkCompleted), then releases.
 //
 // A run that crashes, fails (fn's error is returned as it is, and nothing is
 // recorded) or loses the lock before recording is run again by the next
@@ -130,7 +130,7 @@ func (l *Lock) MarkDone(ctx context.Context, id string) error {
 //
 // RunOnce returns nil when fn ran and id was recorded and released; the
 // errors of Lock; ErrInvalidArgument for an empty id or a nil fn (before
-// taking anything); ErrAlreadyDone; fn's error; MarkDone's errors
+// taking anything); ErrAlreadyCompleted; fn's error; MarkCompleted's errors
 // (ErrNotHeld when the grant ended before the record); or the release's
 // error. It is safe for concurrent use.
 func (m *Mutex) RunOnce(ctx context.Context, id string, fn func(ctx context.Context, l *Lock) error) error {
@@ -172,10 +172,10 @@ func runOnce(ctx context.Context, name, id string, fn func(context.Context, *Loc
 	case err != nil:
 		return err
 	case ok && c.ID >= id:
-		return newError("run once", name, fmt.Errorf("%w: run %q (%s)", ErrAlreadyDone, id, c))
+		return newError("run once", name, fmt.Errorf("%w: run %q (%s)", ErrAlreadyCompleted, id, c))
 	}
 	if err := fn(l.Context(), l); err != nil {
 		return err
 	}
-	return l.MarkDone(ctx, id)
+	return l.MarkCompleted(ctx, id)
 }

@@ -78,6 +78,7 @@ func NewRoutedSession(ctx context.Context, root *clientv3.Client, r Router, opts
 		log: o.logger.With(zap.String("identity", o.identity)), closing: make(chan struct{}),
 		router: &routing{r: r, children: map[string]*clusterChild{}}}
 	s.grantLog = s.log
+	s.testHandle = newTestHandle(s)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.revoking, s.stopRevoking = context.WithCancel(context.Background())
 	return s, nil

@@ -30,16 +30,17 @@ const (
 // never sends another keepalive, so it cannot revive keys it declared lost.
 type Session struct {
 	// Set by newSession, then read-only.
-	cli      *clientv3.Client
-	lease    clientv3.LeaseID
-	ttl      time.Duration
-	identity string
-	log      *zap.Logger
-	grantLog *zap.Logger // log, for lines logged through a helper (one more caller frame)
-	opts     sessionOptions
-	keeper   *keeper
-	tune     *tuning
-	book     *keyBook // its keys and requests (book.go)
+	cli        *clientv3.Client
+	lease      clientv3.LeaseID
+	ttl        time.Duration
+	identity   string
+	log        *zap.Logger
+	grantLog   *zap.Logger // log, for lines logged through a helper (one more caller frame)
+	opts       sessionOptions
+	keeper     *keeper
+	tune       *tuning
+	book       *keyBook // its keys and requests (book.go)
+	testHandle          // the tests' way to its knobs (testhooks.go)
 	// router is set on a routed session (NewRoutedSession, the seam for
 	// package shard), which holds no lease: its acquisitions go to its
 	// sessions on each cluster (route.go). nil on every other session.
@@ -176,6 +177,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 	}
 	s.grantLog = s.log.WithOptions(zap.AddCallerSkip(1))
 	s.book = newKeyBook(s)
+	s.testHandle = newTestHandle(s)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.revoking, s.stopRevoking = context.WithCancel(cli.Ctx())
 	s.closing = make(chan struct{})

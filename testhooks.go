@@ -8,90 +8,130 @@ import (
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-
-	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
-// session returns the *Session a test passed as s: s itself, or the routed
-// session inside a *shard.Session (testhook.ShardSession, set by package
-// shard).
-func session(s any) *Session {
-	if ss, ok := s.(*Session); ok {
-		return ss
+// testHandle gives the tests in the tests module a session's knobs
+// (package testhook): Session embeds it under this unexported name, so it
+// adds nothing to the public API.
+type testHandle = testhook.Handle
+
+// sessionKnobs is a Session as the tests' hooks see it: its methods
+// implement testhook.Knobs. Nothing here runs unless a test calls it.
+type sessionKnobs Session
+
+// newTestHandle returns s's handle.
+func newTestHandle(s *Session) testHandle { return testhook.NewHandle((*sessionKnobs)(s)) }
+
+func (k *sessionKnobs) s() *Session { return (*Session)(k) }
+
+func (k *sessionKnobs) SetHook(h testhook.Hook) {
+	if h == nil {
+		k.tune.hook.Store(nil)
+		return
 	}
-	if testhook.ShardSession != nil {
-		if r, ok := testhook.ShardSession(s); ok {
-			return r.(*Session)
-		}
-	}
-	panic("testhook: not a session")
+	f := (func(hookPoint, error) error)(h)
+	k.tune.hook.Store(&f)
 }
 
-// init hands the internals that the tests in the tests module check to
-// package testhook (see its doc). Nothing here runs unless a test calls it.
+func (k *sessionKnobs) SetMonitorDelay(d time.Duration)   { k.tune.monitorDelay.Store(int64(d)) }
+func (k *sessionKnobs) Expire(cause error, reason string) { k.s().expire(cause, reason) }
+
+func (k *sessionKnobs) RunOutClock() {
+	k.mu.Lock()
+	past := time.Now().Add(-time.Millisecond)
+	k.validMono, k.validWall = past, past.Round(0)
+	k.mu.Unlock()
+}
+
+func (k *sessionKnobs) ReaperIdle() bool { return k.book.reaper.idle() }
+
+func (k *sessionKnobs) BarrierGuard(dir string) clientv3.Cmp {
+	cmp, _, _ := k.book.barrierGuard(dir)
+	return cmp
+}
+
+func (k *sessionKnobs) RaiseBarrier(ctx context.Context, dir string) error {
+	return k.book.raiseBarrier(ctx, dir)
+}
+
+func (k *sessionKnobs) BarrierRev(dir string) int64 { return k.book.barrierRev(dir) }
+
+func (k *sessionKnobs) LentConn() (lent, leader bool) {
+	c := k.keeper.lent.Load().conn
+	return c != nil, c != nil && c.at.leader
+}
+
+func (k *sessionKnobs) Lend(cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
+	sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
+	sc.open(cli)
+	k.keeper.lend(sc)
+	return sc.retire
+}
+
+func (k *sessionKnobs) BeforeSend(f func(dirs []string)) {
+	b := k.keeper.batch
+	if f == nil {
+		b.beforeSend.Store(nil)
+		return
+	}
+	hook := func(batch []*batchCall) {
+		dirs := make([]string, len(batch))
+		for i, c := range batch {
+			dirs[i] = c.op.dir
+		}
+		f(dirs)
+	}
+	b.beforeSend.Store(&hook)
+}
+
+func (k *sessionKnobs) Pending() int {
+	b := k.keeper.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
+
+func (k *sessionKnobs) BatchLimits() (int, int) {
+	b := k.keeper.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxOps, b.maxBytes
+}
+
+// HoldKeeper holds the keeper (see waitHeld).
+func (k *sessionKnobs) HoldKeeper() func() {
+	kp := k.keeper
+	h := make(chan struct{})
+	kp.held.Store(&h)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			kp.held.CompareAndSwap(&h, nil)
+			close(h)
+		})
+	}
+}
+
+// init hands the internals that the tests in the tests module check, other
+// than a session's knobs, to package testhook (see its doc).
 func init() {
-	testhook.SetHook = func(s any, h testhook.Hook) {
-		if h == nil {
-			session(s).tune.hook.Store(nil)
-			return
+	testhook.SessionOf = func(ctx context.Context) (testhook.Session, bool) {
+		if l, ok := LockFromContext(ctx); ok {
+			return l.w.q.s, true
 		}
-		f := (func(hookPoint, error) error)(h)
-		session(s).tune.hook.Store(&f)
-	}
-	testhook.SetMonitorDelay = func(s any, d time.Duration) { session(s).tune.monitorDelay.Store(int64(d)) }
-	testhook.Expire = func(s any, cause error, reason string) { session(s).expire(cause, reason) }
-	testhook.RunOutClock = func(s any) {
-		ss := session(s)
-		ss.mu.Lock()
-		past := time.Now().Add(-time.Millisecond)
-		ss.validMono, ss.validWall = past, past.Round(0)
-		ss.mu.Unlock()
-	}
-	testhook.ReaperIdle = func(s any) bool { return session(s).book.reaper.idle() }
-	testhook.SessionOf = func(g any) any {
-		switch g := g.(type) {
-		case *Lock:
-			return g.w.q.s
-		case *Leadership:
-			return g.g.w.q.s
+		if l, ok := LeadershipFromContext(ctx); ok {
+			return l.g.w.q.s, true
 		}
-		panic("testhook.SessionOf: not a grant")
+		return nil, false
 	}
-	initKeyHooks()
-	initPathHooks()
-	initKeeperHooks()
-}
-
-func initKeyHooks() {
-	testhook.KeyRoot, testhook.ListPage = keyRoot, listPage
+	testhook.ListPage = listPage
 	testhook.TagMutex, testhook.TagElection = tagMutex, tagElection
-	testhook.NamePrefix, testhook.EscapeName, testhook.ListPrefix = namePrefix, layout.EscapeName, listPrefix
-	testhook.WaiterKey, testhook.BarrierKey, testhook.OnceKey = waiterKey, barrierKey, onceKey
-	testhook.IsQueueKey = func(key string) bool { _, ok := parseKey(key); return ok }
+	testhook.WaiterKey, testhook.BarrierKey = waiterKey, barrierKey
 	testhook.EncodeValue = func(identity, value string, at, granted time.Time) string {
 		return encodeValue(identity, value, at, granted, 0, 0)
 	}
 	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
-	testhook.BarrierGuard = func(s any, dir string) clientv3.Cmp {
-		cmp, _, _ := session(s).book.barrierGuard(dir)
-		return cmp
-	}
-	testhook.RaiseBarrier = func(ctx context.Context, s any, dir string) error { return session(s).book.raiseBarrier(ctx, dir) }
-	testhook.BarrierRev = func(s any, dir string) int64 { return session(s).book.barrierRev(dir) }
-}
-
-func initPathHooks() {
 	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = attemptTimeout, revokeAttempt, errUnanswered
-	testhook.LentConn = func(s any) (lent, leader bool) {
-		c := session(s).keeper.lent.Load().conn
-		return c != nil, c != nil && c.at.leader
-	}
-	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
-		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
-		sc.open(cli)
-		session(s).keeper.lend(sc)
-		return sc.retire
-	}
 	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
 		sc := &streamConn{conn: conn}
 		sc.open(cli)
@@ -102,49 +142,6 @@ func initPathHooks() {
 		return g.id, g.ttl, err
 	}
 	testhook.BatchBytes = batchBytes
-	testhook.BeforeSend = func(s any, f func(dirs []string)) {
-		b := session(s).keeper.batch
-		if f == nil {
-			b.beforeSend.Store(nil)
-			return
-		}
-		hook := func(batch []*batchCall) {
-			dirs := make([]string, len(batch))
-			for i, c := range batch {
-				dirs[i] = c.op.dir
-			}
-			f(dirs)
-		}
-		b.beforeSend.Store(&hook)
-	}
-	testhook.Pending = func(s any) int {
-		b := session(s).keeper.batch
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.pending)
-	}
-	testhook.BatchLimits = func(s any) (int, int) {
-		b := session(s).keeper.batch
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.maxOps, b.maxBytes
-	}
-}
-
-// initKeeperHooks sets testhook.HoldKeeper.
-func initKeeperHooks() {
-	testhook.HoldKeeper = func(s any) func() {
-		k := session(s).keeper
-		h := make(chan struct{})
-		k.held.Store(&h)
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				k.held.CompareAndSwap(&h, nil)
-				close(h)
-			})
-		}
-	}
 }
 
 // waitHeld waits, before the keeper connects, until a test's hold (set by

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
@@ -56,7 +57,7 @@ func (r *Shards) Describe(ctx context.Context, name string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix, _ := etcdlock.KeyPrefix(name) // place checked the name
+	prefix := layout.NamePrefix(name) // place checked the name
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(prefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), clientv3.OpGet(layout.StampKey(p.Slot))).Commit()
 	if err != nil {
@@ -114,7 +115,7 @@ func (r *Shards) Where(ctx context.Context, name string) (Placement, *clientv3.C
 // place returns the cluster and slot of name by the map, and the
 // cluster's client.
 func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.Client, error) {
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return Placement{}, nil, newError("describe", "", err)
 	}
 	m, _ := r.snapshot()
@@ -230,40 +231,9 @@ func (r *Shards) clusterFigures(ctx context.Context, cs *ClusterState) error {
 		return fmt.Errorf("leases: %w", ctxErr(ctx, err))
 	}
 	cs.Leases = len(leases.Leases)
-	cs.Leader, cs.RaftIndex, cs.Revision, err = leaderStatus(ctx, cli)
-	return err
-}
-
-// LeaderIndex returns the applied raft index of cluster id's leader (0 when
-// no member says it leads): two reads apart give its commits.
-func (r *Shards) LeaderIndex(ctx context.Context, id string) (uint64, error) {
-	cli, err := r.Client(ctx, id)
+	cs.Leader, cs.RaftIndex, cs.Revision, err = etcdx.LeaderStatus(ctx, cli)
 	if err != nil {
-		return 0, newError("clusters", "", err)
+		return fmt.Errorf("members: %w", ctxErr(ctx, err))
 	}
-	_, index, _, err := leaderStatus(ctx, cli)
-	if err != nil {
-		return 0, newError("clusters", "", err)
-	}
-	return index, nil
-}
-
-// leaderStatus asks each member of cli's cluster for its status and
-// returns the leader's name, applied index and revision.
-func leaderStatus(ctx context.Context, cli *clientv3.Client) (name string, index uint64, rev int64, err error) {
-	members, err := cli.MemberList(ctx)
-	if err != nil {
-		return "", 0, 0, fmt.Errorf("members: %w", ctxErr(ctx, err))
-	}
-	for _, mem := range members.Members {
-		if len(mem.ClientURLs) == 0 {
-			continue
-		}
-		st, err := cli.Status(ctx, mem.ClientURLs[0])
-		if err != nil || st.Leader != mem.ID {
-			continue
-		}
-		return mem.Name, st.RaftAppliedIndex, st.Header.Revision, nil
-	}
-	return "", 0, 0, nil
+	return nil
 }

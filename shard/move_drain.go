@@ -69,7 +69,7 @@ func (mv *mover) scan(ctx context.Context) error {
 // tokenOfKey returns the token of queue key kv, as the core reads it (the
 // key's generation and create revision).
 func tokenOfKey(kv *mvccpb.KeyValue) etcdlock.Token {
-	name, _ := etcdlock.NameOfKey(string(kv.Key))
+	name, _ := layout.NameOfKey(string(kv.Key))
 	if st := etcdlock.StateOf(name, []*mvccpb.KeyValue{kv}, 0); len(st.Holders) > 0 {
 		return st.Holders[0].Token
 	}
@@ -251,7 +251,7 @@ func (mv *mover) drainAgain(ctx context.Context, err error) error {
 func countNames(keys map[string]*mvccpb.KeyValue) int {
 	names := map[string]bool{}
 	for k := range keys {
-		name, _ := etcdlock.NameOfKey(k)
+		name, _ := layout.NameOfKey(k)
 		names[name] = true
 	}
 	return len(names)

@@ -34,7 +34,7 @@ func (mv *mover) records(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		n := min(len(names), namesPerRead)
 		ops := make([]clientv3.Op, n)
 		for i, name := range names[:n] {
-			ops[i] = clientv3.OpGet(layout.OnceKey(name))
+			ops[i] = clientv3.OpGet(layout.CompletionKey(name))
 		}
 		tr, err := mv.src.Txn(ctx).If(mv.frozenCmp()...).Then(ops...).Commit()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 // MaxLockAllNames is the most names one LockAll or TryLockAll of a Session
@@ -41,7 +42,8 @@ const MaxLockAllNames = 32
 //
 // A Session is safe for concurrent use.
 type Session struct {
-	s *etcdlock.Session // the core's routed session (etcdlock.NewRoutedSession)
+	s          *etcdlock.Session // the core's routed session (etcdlock.NewRoutedSession)
+	testHandle                   // the tests' way to s's knobs (testhooks.go)
 }
 
 // NewSession returns a session whose names live on the clusters of r, each
@@ -57,7 +59,7 @@ func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) 
 	if err != nil {
 		return nil, err
 	}
-	return &Session{s: s}, nil
+	return &Session{s: s, testHandle: testhook.HandleOf(s)}, nil
 }
 
 // NewMutex returns the mutex called name on s (see etcdlock.NewMutex).

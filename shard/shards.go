@@ -205,7 +205,7 @@ func (r *Shards) snapshot() (*slotMap, <-chan struct{}) {
 
 // ClusterOf returns the id of the cluster that owns name's slot now.
 func (r *Shards) ClusterOf(name string) (string, error) {
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return "", newError("route", "", err)
 	}
 	m, _ := r.snapshot()
@@ -232,7 +232,10 @@ func (r *Shards) Slots(id string) []int {
 
 // Client returns the client of member cluster id, dialing it on first use
 // (and again after the root's record of it changes its endpoints: the map
-// watch then closes the old client).
+// watch then closes the old client). It is how a program reads or
+// watches one member cluster itself, as etcdlock ui does (with
+// etcdlock.StateOf), over the connection the Shards keeps in step with
+// the root's record.
 // It returns an error wrapping ErrInvalidArgument for an unknown id, or
 // ErrSessionClosed after Close.
 func (r *Shards) Client(ctx context.Context, id string) (*clientv3.Client, error) {

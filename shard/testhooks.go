@@ -2,14 +2,8 @@ package shard
 
 import "github.com/etcdlock/etcdlock/internal/testhook"
 
-// init lets the tests in the tests module hand a *Session to the core's
-// test hooks (see package testhook). Nothing here runs unless a test calls
-// it.
-func init() {
-	testhook.ShardSession = func(s any) (any, bool) {
-		if ss, ok := s.(*Session); ok {
-			return ss.s, true
-		}
-		return nil, false
-	}
-}
+// testHandle lets the tests in the tests module hand a *Session to the
+// core's test hooks (package testhook): Session embeds it under this
+// unexported name, so it adds nothing to the public API, and it reaches
+// the knobs of the core's session inside.
+type testHandle = testhook.Handle

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -121,7 +122,7 @@ func fillOthers(ctx context.Context, cli *clientv3.Client, slots []int, n int) e
 	for i := 0; len(keys) < n; i++ {
 		name := fmt.Sprintf("other-%d/lock", i)
 		if !slices.Contains(slots, shard.SlotOf(name)) {
-			prefix, _ := etcdlock.KeyPrefix(name)
+			prefix := layout.NamePrefix(name)
 			keys = append(keys, prefix+"m/"+strconv.FormatInt(int64(lease.ID), 16)+"-0")
 		}
 	}

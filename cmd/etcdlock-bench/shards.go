@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -72,7 +73,7 @@ func (d *deployment) close() {
 // appliedIndex is the applied raft index of cluster i's leader (0 if
 // unknown).
 func (d *deployment) appliedIndex(ctx context.Context, i int) uint64 {
-	index, _ := d.shards.LeaderIndex(ctx, fmt.Sprintf("c%d", i))
+	_, index, _, _ := etcdx.LeaderStatus(ctx, d.clients[fmt.Sprintf("c%d", i)])
 	return index
 }
 

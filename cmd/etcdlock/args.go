@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/spf13/cobra"
 )
 
@@ -45,12 +46,12 @@ func splitAtDash(cmd *cobra.Command, args []string, names []string, required boo
 }
 
 // checkName checks NAME before etcdlock connects, with the library's rule
-// (etcdlock.KeyPrefix validates it).
+// (layout.ValidateName).
 func checkName(cmd *cobra.Command, name string) error {
 	if name == "" {
 		return usagef(cmd, "NAME must not be empty")
 	}
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return usagef(cmd, "%s", libErr(err))
 	}
 	return nil
@@ -64,7 +65,7 @@ func (a *app) checkPrefix(cmd *cobra.Command, what, prefix string) error {
 	if prefix == "" {
 		return nil
 	}
-	if _, err := etcdlock.KeyPrefix(prefix); err != nil {
+	if err := layout.ValidateName(prefix, etcdlock.ErrInvalidName); err != nil {
 		return usagef(cmd, "%s: %s", what, libErr(err))
 	}
 	if rest, ok := strings.CutPrefix(prefix, "etcdlock/"); ok {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,7 +26,7 @@ func startAlice(t *testing.T) (eps []string, pwFile string) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	ctx := embedtest.Context(t, long)
-	prefix := etcdlock.NamespacePrefix("team-a/")
+	prefix := layout.ListPrefix("team-a/")
 	for _, step := range []func() error{
 		func() error { _, err := cli.UserAdd(ctx, "alice", "alicepw"); return err },
 		func() error { _, err := cli.RoleAdd(ctx, "team-a"); return err },

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -104,10 +105,10 @@ func heldFor(ctx context.Context, cli *clientv3.Client, name string, h etcdlock.
 	case h.Stamped:
 		return time.Since(h.Granted), ""
 	}
-	prefix, err := etcdlock.KeyPrefix(name)
-	if err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return 0, err.Error()
 	}
+	prefix := layout.NamePrefix(name)
 	rev := int64(h.Token)
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithMaxCreateRev(rev))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/etcdlock/etcdlock/internal/etcdx"
 	"github.com/etcdlock/etcdlock/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,7 +62,7 @@ func (a *app) clusters(output string, interval time.Duration) error {
 		later := make([]uint64, len(states))
 		for i, c := range states {
 			if c.Err == nil {
-				later[i], _ = r.LeaderIndex(ctx, c.ID) // 0: no rate shown
+				later[i] = leaderIndex(ctx, r, c.ID) // 0: no rate shown
 			}
 		}
 		out := toClustersJSON(states, later, interval)
@@ -70,6 +71,17 @@ func (a *app) clusters(output string, interval time.Duration) error {
 		}
 		return a.printClusters(out)
 	})
+}
+
+// leaderIndex returns the applied raft index of cluster id's leader, 0
+// when it is not known.
+func leaderIndex(ctx context.Context, r *shard.Shards, id string) uint64 {
+	cli, err := r.Client(ctx, id)
+	if err != nil {
+		return 0
+	}
+	_, index, _, _ := etcdx.LeaderStatus(ctx, cli)
+	return index
 }
 
 // toClustersJSON is states with the commits per second from each leader's

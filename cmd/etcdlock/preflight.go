@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -192,17 +193,13 @@ func (a *app) precheckHeld(ctx context.Context, h *held, name string) error {
 // of a Txn, so a Put in a branch that never runs proves write access while
 // writing nothing.
 func (a *app) precheck(ctx context.Context, cli *clientv3.Client, name string) error {
-	prefix, err := etcdlock.KeyPrefix(name)
-	if err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		return exitf(exitUsage, "%s", libErr(err))
 	}
-	barriers, err := etcdlock.BarrierPrefix(name)
-	if err != nil {
-		return exitf(exitUsage, "%s", libErr(err))
-	}
+	prefix, barriers := layout.NamePrefix(name), layout.BarrierPrefix(name)
 	ctx, cancel := context.WithTimeout(ctx, a.conn.commandTimeout)
 	defer cancel()
-	_, err = cli.Txn(ctx).
+	_, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(prefix), "<", 0)). // never true
 		Then(clientv3.OpPut(prefix+"permission-check", ""), clientv3.OpPut(barriers+"permission-check", "")).
 		Commit()

@@ -221,7 +221,7 @@ func onceGrant(ctx context.Context, h *held, g *grant, l *etcdlock.Lock, id stri
 		_ = bounded(h.s, l.Unlock) // if it does not finish, closing the session revokes the lease
 		return nil, err
 	}
-	g.complete = func(ctx context.Context) error { return l.MarkDone(ctx, id) }
+	g.complete = func(ctx context.Context) error { return l.MarkCompleted(ctx, id) }
 	return g, nil
 }
 

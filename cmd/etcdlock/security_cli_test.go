@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -53,7 +54,7 @@ func holdTeamLocks(t *testing.T, tm *teams) (bl, al *etcdlock.Lock) {
 // bobKeys lists the keys under team-b/, as root sees them.
 func (tm *teams) bobKeys(t *testing.T) string {
 	t.Helper()
-	resp, err := tm.root.Get(embedtest.Context(t, long), etcdlock.NamespacePrefix("team-b/"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := tm.root.Get(embedtest.Context(t, long), layout.ListPrefix("team-b/"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

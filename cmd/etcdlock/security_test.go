@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -60,7 +60,7 @@ func startTeams(t *testing.T) *teams {
 		{"team-a", "alice", tm.alicePW, "team-a/"},
 		{"team-b", "bob", tm.bobPW, "team-b/"},
 	} {
-		p := etcdlock.NamespacePrefix(team.prefix)
+		p := layout.ListPrefix(team.prefix)
 		for _, step := range []func() error{
 			func() error { _, err := tm.root.RoleAdd(ctx, team.role); return err },
 			func() error {

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -64,7 +64,7 @@ func (s *server) doAs(t *testing.T, user, password, method, path string, body an
 // keysOf counts the keys of every name under prefix, as root reads them.
 func (tm *teams) keysOf(t *testing.T, prefix string) int {
 	t.Helper()
-	resp, err := tm.root.Get(context.Background(), etcdlock.NamespacePrefix(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := tm.root.Get(context.Background(), layout.ListPrefix(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

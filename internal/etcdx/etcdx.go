@@ -1,6 +1,6 @@
-// Package etcdx holds two helpers over the etcd client that package
-// etcdlock and package shard share: a paged read of a prefix, and the test
-// for etcd's "lease not found". Being internal, it is no part of the
+// Package etcdx holds helpers over the etcd client that package etcdlock,
+// package shard and the CLI share: a paged read of a prefix, the test for
+// etcd's "lease not found", and a cluster's leader status. Being internal, it is no part of the
 // public API.
 package etcdx
 
@@ -51,4 +51,26 @@ func ReadPrefix(ctx context.Context, cli *clientv3.Client, prefix string, f func
 func IsLeaseNotFound(err error) bool {
 	return err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) ||
 		strings.Contains(err.Error(), rpctypes.ErrLeaseNotFound.Error()))
+}
+
+// LeaderStatus asks each member of cli's cluster for its status and
+// returns the leader's name, applied raft index and revision (zero values
+// when no member says it leads: two reads apart give its commits); err is
+// the member list's.
+func LeaderStatus(ctx context.Context, cli *clientv3.Client) (name string, index uint64, rev int64, err error) {
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	for _, mem := range members.Members {
+		if len(mem.ClientURLs) == 0 {
+			continue
+		}
+		st, err := cli.Status(ctx, mem.ClientURLs[0])
+		if err != nil || st.Leader != mem.ID {
+			continue
+		}
+		return mem.Name, st.RaftAppliedIndex, st.Header.Revision, nil
+	}
+	return "", 0, 0, nil
 }

@@ -16,7 +16,7 @@ var clientSteps = [...][]step{
 	cRoute:   {{"learn the map", (*Model).clientRefresh}, {"route", (*Model).clientRoute}},
 	cSend:    {{"enqueue Txn", (*Model).clientSend}},
 	cWait:    {{"wait", (*Model).clientWait}},
-	cMark:    {{"MarkDone", (*Model).clientMark}},
+	cMark:    {{"MarkCompleted", (*Model).clientMark}},
 	cRelease: {{"release", (*Model).clientRelease}},
 	cDone:    nil,
 }
@@ -98,7 +98,7 @@ func (m *Model) clientWait(s *State, i int) bool {
 	return true
 }
 
-// clientMark is MarkDone: Txn If(its key is there) put the record.
+// clientMark is MarkCompleted: Txn If(its key is there) put the record.
 func (m *Model) clientMark(s *State, i int) bool {
 	k := &s.K[i]
 	c := int(k.Cl)

@@ -1,14 +1,17 @@
 // Package testhook lets the tests of package etcdlock that live in the tests
 // module (they need embedded etcd members, which the library's own module
 // must not require) reach the internals they check: test hooks at the points
-// of an acquisition, the key layout, and a session's keeper, batcher,
-// barriers and validity clock.
+// of an acquisition, parts of the key layout that internal/layout does not
+// hold, and a session's keeper, batcher, barriers and validity clock.
 //
-// Package etcdlock sets every variable here when it is initialised (its
-// testhooks.go), but ShardSession, which package shard sets (its
-// testhooks.go); nothing else may set them. A *Session, *Lock or *Leadership
-// is passed as any, since this package cannot import etcdlock. Only tests
-// use this package; being internal, it is no part of the public API.
+// Everything here is typed. A session's knobs (Knobs) are reached through
+// a Handle, which package etcdlock embeds, under an unexported name, in
+// its Session, and package shard in its Session: Session is the interface
+// of what carries one, and only a type that embeds a Handle implements it,
+// so a test that passes anything else does not compile. Package etcdlock
+// sets the variables here when it is initialised (its testhooks.go); nothing
+// else may set them. Only tests use this package; being internal, it is no
+// part of the public API.
 package testhook
 
 import (
@@ -42,52 +45,102 @@ const (
 // the error to go on with.
 type Hook func(p Point, err error) error
 
-// A session's knobs.
-var (
-	// SetHook sets the hook of session s (nil: none), at any time.
-	SetHook func(s any, h Hook)
-	// SetMonitorDelay sets how long s's waiters wait before they watch their
-	// own key.
-	SetMonitorDelay func(s any, d time.Duration)
-	// Expire ends s as its validity clock or a lost lease would.
-	Expire func(s any, cause error, reason string)
-	// RunOutClock makes s's validity clock read as run out from now on.
-	RunOutClock func(s any)
-	// ReaperIdle reports whether s's reaper has nothing to do.
-	ReaperIdle func(s any) bool
-	// SessionOf returns the *Session of a *Lock or a *Leadership.
-	SessionOf func(grant any) any
-	// ShardSession returns the routed *etcdlock.Session inside a
-	// *shard.Session, and true; false for anything else. Package shard
-	// sets it, so that every hook above also takes a *shard.Session.
-	ShardSession func(s any) (any, bool)
-)
+// Knobs are a session's test knobs; package etcdlock implements them.
+type Knobs interface {
+	// SetHook sets the session's hook (nil: none), at any time.
+	SetHook(h Hook)
+	// SetMonitorDelay sets how long its waiters wait before they watch
+	// their own key.
+	SetMonitorDelay(d time.Duration)
+	// Expire ends the session as its validity clock or a lost lease would.
+	Expire(cause error, reason string)
+	// RunOutClock makes its validity clock read as run out from now on.
+	RunOutClock()
+	// ReaperIdle reports whether its reaper has nothing to do.
+	ReaperIdle() bool
+	// BarrierGuard returns the compare every key-creating write of the
+	// session in dir carries now (DESIGN.md, "Writes of unknown outcome").
+	BarrierGuard(dir string) clientv3.Cmp
+	RaiseBarrier(ctx context.Context, dir string) error
+	BarrierRev(dir string) int64
+	// LentConn reports whether its keeper lends a connection, and whether
+	// its member said it was the leader.
+	LentConn() (lent, leader bool)
+	// HoldKeeper makes its keeper wait, before it next connects, until
+	// release is called (release is idempotent): it lends no connection
+	// meanwhile, as a keeper slow to reconnect.
+	HoldKeeper() (release func())
+	// Lend makes its keeper lend conn (to the member at addr) to the
+	// queue; retire retires it.
+	Lend(cli *clientv3.Client, conn *grpc.ClientConn, addr string) (retire func())
+	// BeforeSend sets the function its batcher calls with the queue dirs
+	// of each batch before it sends it (nil: none).
+	BeforeSend(f func(dirs []string))
+	// Pending returns how many writes wait in its batcher.
+	Pending() int
+	// BatchLimits returns its batcher's writes and bytes per batch.
+	BatchLimits() (ops, bytes int)
+}
 
-// The key layout.
+// Handle gives a session's Knobs to the tests that hold the session. A
+// type embeds it (under an unexported alias, so it adds no exported field
+// or method) to implement Session.
+type Handle struct{ k Knobs }
+
+// NewHandle returns the Handle of a session whose knobs are k.
+func NewHandle(k Knobs) Handle { return Handle{k: k} }
+
+// HandleOf returns a Handle to the knobs of s: package shard's Session
+// hands on those of the core's session inside it.
+func HandleOf(s Session) Handle { return Handle{k: s.testKnobs()} }
+
+func (h Handle) testKnobs() Knobs { return h.k }
+
+// Session is what carries a Handle: a *etcdlock.Session or a
+// *shard.Session.
+type Session interface{ testKnobs() Knobs }
+
+// The knobs of a session, as functions of it.
+
+func SetHook(s Session, h Hook)                  { s.testKnobs().SetHook(h) }
+func SetMonitorDelay(s Session, d time.Duration) { s.testKnobs().SetMonitorDelay(d) }
+func Expire(s Session, cause error, reason string) {
+	s.testKnobs().Expire(cause, reason)
+}
+func RunOutClock(s Session)     { s.testKnobs().RunOutClock() }
+func ReaperIdle(s Session) bool { return s.testKnobs().ReaperIdle() }
+func BarrierGuard(s Session, dir string) clientv3.Cmp {
+	return s.testKnobs().BarrierGuard(dir)
+}
+func RaiseBarrier(ctx context.Context, s Session, dir string) error {
+	return s.testKnobs().RaiseBarrier(ctx, dir)
+}
+func BarrierRev(s Session, dir string) int64 { return s.testKnobs().BarrierRev(dir) }
+func LentConn(s Session) (lent, leader bool) { return s.testKnobs().LentConn() }
+func HoldKeeper(s Session) (release func())  { return s.testKnobs().HoldKeeper() }
+func Lend(s Session, cli *clientv3.Client, conn *grpc.ClientConn, addr string) (retire func()) {
+	return s.testKnobs().Lend(cli, conn, addr)
+}
+func BeforeSend(s Session, f func(dirs []string)) { s.testKnobs().BeforeSend(f) }
+func Pending(s Session) int                       { return s.testKnobs().Pending() }
+func BatchLimits(s Session) (ops, bytes int)      { return s.testKnobs().BatchLimits() }
+
+// SessionOf returns the session of the innermost grant ctx carries (a
+// Lock's or a Leadership's Context, or one derived from it), and true;
+// false when it carries none. Package etcdlock sets it.
+var SessionOf func(ctx context.Context) (Session, bool)
+
+// The parts of the key layout that internal/layout does not hold (the
+// rest, tests take from it).
 var (
-	KeyRoot     string
 	ListPage    int // the page size of List and Describe
 	TagMutex    string
 	TagElection string
-	NamePrefix  func(name string) string
-	EscapeName  func(name string) string
-	ListPrefix  func(prefix string) string
 	WaiterKey   func(dir, tag string, lease clientv3.LeaseID, slot int) string
 	BarrierKey  func(dir string, lease clientv3.LeaseID) string
-	OnceKey     func(name string) string
-	IsQueueKey  func(key string) bool
 	EncodeValue func(identity, value string, at, granted time.Time) string
 	// DecodeValue returns the value a key's stored value carries.
 	DecodeValue func(b []byte) string
-)
-
-// A session's barriers (DESIGN.md, "Writes of unknown outcome").
-var (
-	// BarrierGuard returns the compare every key-creating write of s in dir
-	// carries now.
-	BarrierGuard func(s any, dir string) clientv3.Cmp
-	RaiseBarrier func(ctx context.Context, s any, dir string) error
-	BarrierRev   func(s any, dir string) int64
 )
 
 // The keeper, its connections and the lease.
@@ -95,30 +148,11 @@ var (
 	AttemptTimeout time.Duration
 	RevokeAttempt  time.Duration
 	ErrUnanswered  error // why the keeper leaves an endpoint that does not answer
-	// LentConn reports whether s's keeper lends a connection, and whether
-	// its member said it was the leader.
-	LentConn func(s any) (lent, leader bool)
-	// HoldKeeper makes s's keeper wait, before it next connects, until
-	// release is called (release is idempotent): it lends no connection
-	// meanwhile, as a keeper slow to reconnect.
-	HoldKeeper func(s any) (release func())
-	// Lend makes s's keeper lend conn (to the member at addr) to the queue;
-	// retire retires it.
-	Lend func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) (retire func())
 	// StreamConn wraps conn as the keeper would lend it.
 	StreamConn func(cli *clientv3.Client, conn *grpc.ClientConn) (borrow func() bool, retire, giveBack func(), kv clientv3.KV)
 	// GrantLease grants a lease as NewSession does (idempotent retries).
 	GrantLease func(ctx context.Context, cli *clientv3.Client, secs int64) (clientv3.LeaseID, time.Duration, error)
 )
 
-// A client's batcher (group commit).
-var (
-	BatchBytes int // the default request size limit
-	// BeforeSend sets the function s's batcher calls with the queue dirs
-	// of each batch before it sends it (nil: none).
-	BeforeSend func(s any, f func(dirs []string))
-	// Pending returns how many writes wait in s's batcher.
-	Pending func(s any) int
-	// BatchLimits returns s's batcher's writes and bytes per batch.
-	BatchLimits func(s any) (ops, bytes int)
-)
+// BatchBytes is a client's batcher's default request size limit.
+var BatchBytes int

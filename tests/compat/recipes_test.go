@@ -206,8 +206,8 @@ func TestRunOnce(t *testing.T) {
 	if err := m.RunOnce(ctx, "2026-12-03", fn); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RunOnce(ctx, "2026-12-03", fn); !errors.Is(err, etcdlock.ErrAlreadyDone) {
-		t.Fatalf("second run: %v, want ErrAlreadyDone", err)
+	if err := m.RunOnce(ctx, "2026-12-03", fn); !errors.Is(err, etcdlock.ErrAlreadyCompleted) {
+		t.Fatalf("second run: %v, want ErrAlreadyCompleted", err)
 	}
 	if runs != 1 {
 		t.Fatalf("fn ran %d times", runs)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,7 +30,7 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lease.ID) })
-	dir := testhook.NamePrefix(name) + "s" + strconv.Itoa(n) + "/" + strconv.FormatInt(int64(lease.ID), 16) + "-"
+	dir := layout.NamePrefix(name) + "s" + strconv.Itoa(n) + "/" + strconv.FormatInt(int64(lease.ID), 16) + "-"
 	for i := 0; i < n; i += 100 {
 		var ops []clientv3.Op
 		for j := i; j < i+100; j++ {
@@ -65,7 +66,7 @@ func TestAttackPassRecordSemaphoreFrontGrantCost(t *testing.T) {
 }
 
 // TestAttackPassRecordRBACOneName: every client is a user whose role has
-// readwrite on KeyPrefix(name) and BarrierPrefix(name) only (docs/security.md,
+// readwrite on layout.NamePrefix(name) and layout.BarrierPrefix(name) only (docs/security.md,
 // "Roles for teams"). The first waiter takes up the holder's lock-delay and leaves
 // before the second waiter's watch starts: its pass write (key and record)
 // and the second waiter's read of the records must both be permitted, and
@@ -115,14 +116,11 @@ func TestAttackPassRecordRBACOneName(t *testing.T) {
 }
 
 // oneNameUser adds the user olga, whose role has readwrite on
-// KeyPrefix(name) and BarrierPrefix(name) only, and returns her password.
+// layout.NamePrefix(name) and layout.BarrierPrefix(name) only, and returns her password.
 func oneNameUser(t *testing.T, ctx context.Context, sc *secureCluster, name string) string {
 	t.Helper()
 	pw := secret(t, "olga")
-	kp, err := etcdlock.KeyPrefix(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp := layout.NamePrefix(name)
 	bp := mustBarrierPrefix(t, name)
 	for _, step := range []func() error{
 		func() error { _, err := sc.root.RoleAdd(ctx, "one"); return err },
@@ -146,10 +144,7 @@ func oneNameUser(t *testing.T, ctx context.Context, sc *secureCluster, name stri
 
 func mustBarrierPrefix(t *testing.T, name string) string {
 	t.Helper()
-	p, err := etcdlock.BarrierPrefix(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := layout.BarrierPrefix(name)
 	return p
 }
 

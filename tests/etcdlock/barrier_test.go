@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,7 +34,7 @@ func TestBarrierRefusesLateCreate(t *testing.T) {
 			cli := shared.TestClient(t)
 			s := locktest.OpenSession(t, cli)
 			name := embedtest.UniqueName(t, "test")
-			dir := testhook.NamePrefix(name)
+			dir := layout.NamePrefix(name)
 			key := testhook.WaiterKey(dir, testhook.TagMutex, s.Lease(), 0)
 			lateCopy := testhook.BarrierGuard(s, dir) // what every write of this call compares
 			ctx := embedtest.Context(t, 30*time.Second)
@@ -105,7 +106,7 @@ func TestBarrierRecreated(t *testing.T) {
 	cli := shared.TestClient(t)
 	s := locktest.OpenSession(t, cli)
 	name := embedtest.UniqueName(t, "test")
-	dir := testhook.NamePrefix(name)
+	dir := layout.NamePrefix(name)
 	ctx := embedtest.Context(t, 30*time.Second)
 	if err := testhook.RaiseBarrier(ctx, s, dir); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -178,7 +179,7 @@ func TestBatchNeverTwoOfOneName(t *testing.T) {
 	}
 	// Both keys are in the queue, with distinct create revisions.
 	waitFor(t, 30*time.Second, "the second key", func() bool { return len(keysUnder(t, cli, name)) == 2 })
-	resp, err := cli.Get(ctx, testhook.NamePrefix(name), clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, layout.NamePrefix(name), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestBatchReleaseAndEnqueueApart(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	dir := testhook.NamePrefix(name)
+	dir := layout.NamePrefix(name)
 	for _, dirs := range g.batches {
 		n := 0
 		for _, d := range dirs {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,7 +82,7 @@ func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, nam
 	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, setupBound)
 	defer cancel()
-	wch := cli.Watch(wctx, testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithFilterDelete())
+	wch := cli.Watch(wctx, layout.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithFilterDelete())
 	for resp := range wch {
 		for _, ev := range resp.Events {
 			if string(ev.Kv.Key) != first {

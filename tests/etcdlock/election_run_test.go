@@ -211,10 +211,10 @@ func TestRunReplacesLostSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := <-terms
-	if testhook.SessionOf(second) == any(s) || second.Token() <= first.Token() {
+	replacement := sessionOf(t, second.Context())
+	if replacement == s || second.Token() <= first.Token() {
 		t.Fatalf("second term on the lost session, or token %d <= %d", second.Token(), first.Token())
 	}
-	replacement := testhook.SessionOf(second).(*etcdlock.Session)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestRunReturnsWhenCallerClosesAfterReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := <-terms
-	if testhook.SessionOf(second) == any(s) {
+	if sessionOf(t, second.Context()) == s {
 		t.Fatal("second term on the lost session")
 	}
 	if !errors.Is(s.Err(), etcdlock.ErrSessionExpired) {
@@ -274,4 +274,16 @@ func TestRunReturnsWhenCallerClosesAfterReplacement(t *testing.T) {
 	if keys := keysUnder(t, cli, name); len(keys) != 0 {
 		t.Fatalf("keys left: %v", keys)
 	}
+}
+
+// sessionOf returns the *etcdlock.Session of the grant ctx carries (a
+// Lock's or a Leadership's Context).
+func sessionOf(t *testing.T, ctx context.Context) *etcdlock.Session {
+	t.Helper()
+	ts, _ := testhook.SessionOf(ctx)
+	s, ok := ts.(*etcdlock.Session)
+	if !ok {
+		t.Fatalf("the context carries no grant of an *etcdlock.Session (%T)", ts)
+	}
+	return s
 }

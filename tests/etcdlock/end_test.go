@@ -7,8 +7,8 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -28,7 +28,7 @@ type endWatch struct {
 
 func watchEnds(t *testing.T, cli *clientv3.Client, name string) *endWatch {
 	t.Helper()
-	root := testhook.KeyRoot + testhook.EscapeName(name)
+	root := layout.KeyRoot + layout.EscapeName(name)
 	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), root, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -71,20 +71,20 @@ func (ew *endWatch) apply(evs []*clientv3.Event) {
 // key's deletion.
 func (ew *endWatch) note(ev *clientv3.Event) {
 	rev := ev.Kv.ModRevision
-	if b, ok := etcdlock.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
+	if b, ok := layout.BrokenOf(ev.Kv); ok && ev.Type == mvccpb.PUT {
 		if ew.broken[rev] == nil {
 			ew.broken[rev] = map[etcdlock.Token]bool{}
 		}
-		ew.broken[rev][b.Token] = true
+		ew.broken[rev][etcdlock.Token(b.Token)] = true
 	}
-	if _, lease, ok := etcdlock.SessionOfKey(string(ev.Kv.Key)); ok {
+	if _, lease, ok := layout.SessionOfKey(string(ev.Kv.Key)); ok {
 		if ev.Type == mvccpb.DELETE {
 			ew.barriers[lease] = rev
 		} else if _, seen := ew.barriers[lease]; !seen {
 			ew.barriers[lease] = 0
 		}
 	}
-	if testhook.IsQueueKey(string(ev.Kv.Key)) && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
+	if _, queue := layout.ParseKey(string(ev.Kv.Key)); queue && ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
 		tok := etcdlock.Token(ev.PrevKv.CreateRevision)
 		ew.pending[tok], ew.deleted[tok] = ev.PrevKv, rev
 	}

@@ -35,7 +35,7 @@ func ExampleMutex_RunOnce() {
 			return nil // a job that writes shared state sends l.Token() with its writes
 		})
 		switch {
-		case errors.Is(err, etcdlock.ErrAlreadyDone):
+		case errors.Is(err, etcdlock.ErrAlreadyCompleted):
 			fmt.Println(machine, "finds it done")
 		case err != nil:
 			log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,7 +56,7 @@ func TestListPages(t *testing.T) {
 	ctx := embedtest.Context(t, time.Minute)
 	n := testhook.ListPage + 50
 	for i := 0; i < n; i++ {
-		key, err := testhook.NewWaiterKey(testhook.NamePrefix(base+"/"+padded(i)), testhook.TagMutex, s.Lease())
+		key, err := testhook.NewWaiterKey(layout.NamePrefix(base+"/"+padded(i)), testhook.TagMutex, s.Lease())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestListPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = cli.Delete(ctx, testhook.ListPrefix(base+"/"), clientv3.WithPrefix()) })
+	t.Cleanup(func() { _, _ = cli.Delete(ctx, layout.ListPrefix(base+"/"), clientv3.WithPrefix()) })
 	all, err := etcdlock.List(ctx, cli, base+"/")
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestStateOfMatchesDescribe(t *testing.T) {
 		want = st
 		return err == nil && len(st.Waiters) == 1
 	})
-	resp, err := cli.Get(ctx, testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(want.Revision))
+	resp, err := cli.Get(ctx, layout.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithRev(want.Revision))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,7 +38,7 @@ func TestKindCheckSeesWholeQueue(t *testing.T) {
 			if _, err := tc.holder(holderS, name); err != nil {
 				t.Fatal(err)
 			}
-			stray := testhook.WaiterKey(testhook.NamePrefix(name), tc.strayTag, strayS.Lease(), 7)
+			stray := testhook.WaiterKey(layout.NamePrefix(name), tc.strayTag, strayS.Lease(), 7)
 			if _, err := cli.Put(ctx, stray, testhook.EncodeValue(strayS.Identity(), "", time.Now(), time.Time{}), clientv3.WithLease(strayS.Lease())); err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,11 +129,11 @@ func writesBy(c *embedtest.Cluster, leader *embedtest.Member) (onLeader, elsewhe
 func checkNamespacedKey(t *testing.T, ctx context.Context, c *embedtest.Cluster, ns, name string, l *etcdlock.Lock) {
 	t.Helper()
 	raw := c.TestClient(t)
-	resp, err := raw.Get(ctx, ns+testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := raw.Get(ctx, ns+layout.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Count != 1 || !strings.HasPrefix(l.Key(), testhook.NamePrefix(name)) {
+	if resp.Count != 1 || !strings.HasPrefix(l.Key(), layout.NamePrefix(name)) {
 		t.Fatalf("%d keys under the namespace for %q (key %q); want 1", resp.Count, name, l.Key())
 	}
 }

@@ -11,14 +11,14 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // nameKey is the queue prefix of name without its end: what a grant's key
 // starts with.
-func nameKey(name string) string { return strings.TrimSuffix(testhook.NamePrefix(name), "%/") }
+func nameKey(name string) string { return strings.TrimSuffix(layout.NamePrefix(name), "%/") }
 
 // occupancyKey is where lockAllRounds marks a name held, to see holders of
 // two processes overlap.
@@ -228,7 +228,7 @@ func TestLockAllLeavesNothingOnFailure(t *testing.T) {
 			if keys := keysUnder(t, cli, name); len(keys) != want {
 				t.Fatalf("%s: keys under %s: %v", what, name, keys)
 			}
-			bp, _ := etcdlock.BarrierPrefix(name)
+			bp := layout.BarrierPrefix(name)
 			resp, err := cli.Get(ctx, bp+fmt.Sprintf("%x", int64(s.Lease())))
 			if err != nil {
 				t.Fatal(err)
@@ -277,7 +277,7 @@ func TestLockAllRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
-	resp, err := cli.Get(ctx, testhook.NamePrefix(base+"/many"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, layout.NamePrefix(base+"/many"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("keys under the many names: %v %v", resp.Count, err)
 	}

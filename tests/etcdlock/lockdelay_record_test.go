@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -166,10 +167,7 @@ func firstWaiterLeavesDuringDelay(t *testing.T, ctx context.Context, cli *client
 // passRecords returns the keys of name's pass records.
 func passRecords(t *testing.T, cli *clientv3.Client, name string) []string {
 	t.Helper()
-	prefix, err := etcdlock.BarrierPrefix(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prefix := layout.BarrierPrefix(name)
 	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -62,7 +62,7 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 // keysUnder returns the keys under a name's prefix.
 func keysUnder(t testing.TB, cli *clientv3.Client, name string) []string {
 	t.Helper()
-	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), testhook.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), layout.NamePrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

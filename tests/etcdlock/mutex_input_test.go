@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -120,7 +121,7 @@ func TestKindMismatch(t *testing.T) {
 	name := embedtest.UniqueName(t, "test")
 	ctx := embedtest.Context(t, 30*time.Second)
 	// Another recipe's key (as an election would write it) on the same name.
-	key, err := testhook.NewWaiterKey(testhook.NamePrefix(name), testhook.TagElection, s.Lease())
+	key, err := testhook.NewWaiterKey(layout.NamePrefix(name), testhook.TagElection, s.Lease())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 // runCalls starts m.Run and reports each fn call's grant on grants; fn
@@ -79,7 +78,7 @@ func TestMutexRunRetakesAfterLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := rc.next(t)
-	replacement := testhook.SessionOf(third).(*etcdlock.Session)
+	replacement := sessionOf(t, third.Context())
 	if replacement == s || third.Token() <= second.Token() {
 		t.Fatalf("after a revoke: on the lost session (%v), or token %d <= %d", replacement == s, third.Token(), second.Token())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -156,7 +157,7 @@ func TestProclaimEndsWithTerm(t *testing.T) {
 	}
 }
 
-// TestOnceNeedsAnExclusiveGrant: Completed and MarkDone refuse a shared grant (a
+// TestOnceNeedsAnExclusiveGrant: Completed and MarkCompleted refuse a shared grant (a
 // semaphore of more than one, a reader), whose holders run at once, with
 // ErrInvalidArgument and without writing a record; an exclusive grant of
 // each kind has them.
@@ -183,21 +184,21 @@ func TestOnceNeedsAnExclusiveGrant(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = l.Unlock(ctx) })
 			done, derr := l.Completed(ctx, "1")
-			merr := l.MarkDone(ctx, "1")
+			merr := l.MarkCompleted(ctx, "1")
 			if tc.shared {
 				if !errors.Is(derr, etcdlock.ErrInvalidArgument) || !errors.Is(merr, etcdlock.ErrInvalidArgument) {
-					t.Fatalf("Done: %v, MarkDone: %v; want ErrInvalidArgument", derr, merr)
+					t.Fatalf("Completed: %v, MarkCompleted: %v; want ErrInvalidArgument", derr, merr)
 				}
-				if resp, err := cli.Get(ctx, testhook.OnceKey(name), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+				if resp, err := cli.Get(ctx, layout.CompletionKey(name), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 					t.Fatalf("a record was written for a shared grant (%v)", err)
 				}
 				return
 			}
 			if derr != nil || done || merr != nil {
-				t.Fatalf("Done: %v, %v, MarkDone: %v; want false, nil, nil", done, derr, merr)
+				t.Fatalf("Done: %v, %v, MarkCompleted: %v; want false, nil, nil", done, derr, merr)
 			}
 			if done, err := l.Completed(ctx, "1"); err != nil || !done {
-				t.Fatalf("Done after MarkDone: %v, %v; want true", done, err)
+				t.Fatalf("Completed after MarkCompleted: %v, %v; want true", done, err)
 			}
 		})
 	}

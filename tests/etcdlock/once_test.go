@@ -38,8 +38,8 @@ func TestRunOnce(t *testing.T) {
 	}{
 		{"2026-12-01", boom, boom}, // fails: nothing recorded
 		{"2026-12-01", nil, nil},   // runs again, and completes
-		{"2026-12-01", nil, etcdlock.ErrAlreadyDone},
-		{"2026-11-30", nil, etcdlock.ErrAlreadyDone}, // sorts before the record
+		{"2026-12-01", nil, etcdlock.ErrAlreadyCompleted},
+		{"2026-11-30", nil, etcdlock.ErrAlreadyCompleted}, // sorts before the record
 		{"2026-12-02", nil, nil},
 	} {
 		if err := run(step.id, step.fail); !errors.Is(err, step.want) || (step.want == nil && err != nil) {
@@ -83,7 +83,7 @@ func TestRunOnceConcurrent(t *testing.T) {
 	done := 0
 	for i, err := range errs {
 		switch {
-		case errors.Is(err, etcdlock.ErrAlreadyDone):
+		case errors.Is(err, etcdlock.ErrAlreadyCompleted):
 			done++
 		case err != nil:
 			t.Fatalf("caller %d: %v", i, err)

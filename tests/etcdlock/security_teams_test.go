@@ -10,8 +10,8 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -57,7 +57,7 @@ func TestSecurityTeams(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("Close of alice's session (revoke): %v", err)
 	}
-	if keys := sc.rootKeys(t, etcdlock.NamespacePrefix("team-a/")); len(keys) != 0 {
+	if keys := sc.rootKeys(t, layout.ListPrefix("team-a/")); len(keys) != 0 {
 		t.Errorf("keys under team-a/ after alice's session closed: %q", keys)
 	}
 }
@@ -182,7 +182,7 @@ func teamsOtherTeamDenied(t *testing.T, ctx context.Context, sc *secureCluster, 
 	t.Helper()
 	bs := locktest.OpenSession(t, sc.bob, etcdlock.WithIdentity("bob/1"))
 	bl := mustLock(t, etcdlock.NewMutex(bs, "team-b/job"))
-	bobKeys := sc.rootKeys(t, etcdlock.NamespacePrefix("team-b/"))
+	bobKeys := sc.rootKeys(t, layout.ListPrefix("team-b/"))
 	expectDenied(t, ctx, []attempt{
 		{"Lock team-b/job", func(ctx context.Context) error { _, err := etcdlock.NewMutex(s, "team-b/job").Lock(ctx); return err }},
 		{"TryLock team-b/job", func(ctx context.Context) error { _, err := etcdlock.NewMutex(s, "team-b/job").TryLock(ctx); return err }},
@@ -210,7 +210,7 @@ func teamsOtherTeamDenied(t *testing.T, ctx context.Context, sc *secureCluster, 
 			return err
 		}},
 	})
-	if got := sc.rootKeys(t, etcdlock.NamespacePrefix("team-b/")); strings.Join(got, ",") != strings.Join(bobKeys, ",") {
+	if got := sc.rootKeys(t, layout.ListPrefix("team-b/")); strings.Join(got, ",") != strings.Join(bobKeys, ",") {
 		t.Errorf("keys under team-b/ after alice's attempts: %q, want only bob's %q", got, bobKeys)
 	}
 	if bl.Context().Err() != nil {
@@ -239,11 +239,11 @@ func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 				t.Errorf("key %q (value %q) holds a password", kv.Key, kv.Value)
 			}
 		}
-		if !strings.HasPrefix(string(kv.Key), testhook.KeyRoot) {
-			t.Errorf("key %q outside %q", kv.Key, testhook.KeyRoot)
+		if !strings.HasPrefix(string(kv.Key), layout.KeyRoot) {
+			t.Errorf("key %q outside %q", kv.Key, layout.KeyRoot)
 			continue
 		}
-		if _, _, ok := etcdlock.SessionOfKey(string(kv.Key)); ok {
+		if _, _, ok := layout.SessionOfKey(string(kv.Key)); ok {
 			if len(kv.Value) != 0 {
 				t.Errorf("barrier %q holds %q, want nothing", kv.Key, kv.Value)
 			}
@@ -254,7 +254,7 @@ func teamsNoSecrets(t *testing.T, ctx context.Context, sc *secureCluster) {
 			t.Errorf("value of %q: %v", kv.Key, err)
 		}
 		allowed := map[string]bool{"v": true, "identity": true, "value": true, "at": true, "granted": true}
-		if _, ok := etcdlock.BrokenOf(kv); ok {
+		if _, ok := layout.BrokenOf(kv); ok {
 			allowed = map[string]bool{"v": true, "token": true, "at": true}
 		}
 		for f := range fields {
@@ -277,7 +277,7 @@ func teamsReader(t *testing.T, ctx context.Context, sc *secureCluster, s *etcdlo
 	}
 	audS := locktest.OpenSession(t, sc.audrey, etcdlock.WithIdentity("audrey/1"))
 	teamsReaderElection(t, ctx, s, audS)
-	before := sc.rootKeys(t, etcdlock.NamespacePrefix("team-a/"))
+	before := sc.rootKeys(t, layout.ListPrefix("team-a/"))
 	expectDenied(t, ctx, []attempt{
 		{"a reader's Lock", func(ctx context.Context) error { _, err := etcdlock.NewMutex(audS, "team-a/job").Lock(ctx); return err }},
 		{"a reader's TryLock of a free name", func(ctx context.Context) error {
@@ -290,7 +290,7 @@ func teamsReader(t *testing.T, ctx context.Context, sc *secureCluster, s *etcdlo
 		}},
 		{"a reader's break", func(ctx context.Context) error { _, err := sc.audrey.Delete(ctx, l.Key()); return err }},
 	})
-	if got := sc.rootKeys(t, etcdlock.NamespacePrefix("team-a/")); strings.Join(got, ",") != strings.Join(before, ",") {
+	if got := sc.rootKeys(t, layout.ListPrefix("team-a/")); strings.Join(got, ",") != strings.Join(before, ",") {
 		t.Errorf("keys under team-a/ after a reader's attempts: %q, were %q", got, before)
 	}
 }

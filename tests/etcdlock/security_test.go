@@ -10,15 +10,15 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // The security tests run on clusters of their own, with TLS (mutual) and
 // etcd authentication on, and two teams whose roles cover exactly their
-// names: team-a (user alice) gets readwrite on NamespacePrefix("team-a/"),
-// team-b (user bob) on NamespacePrefix("team-b/"); team-a-read (user
-// audrey, a dashboard) gets read on NamespacePrefix("team-a/"). Nothing else
+// names: team-a (user alice) gets readwrite on layout.ListPrefix("team-a/"),
+// team-b (user bob) on layout.ListPrefix("team-b/"); team-a-read (user
+// audrey, a dashboard) gets read on layout.ListPrefix("team-a/"). Nothing else
 // is granted to them: every operation of the library must work with that
 // alone.
 
@@ -65,7 +65,7 @@ func startSecure(t testing.TB, opts ...embedtest.Option) *secureCluster {
 		{"team-b", "bob", sc.bobPW, "team-b/", clientv3.PermissionType(clientv3.PermReadWrite)},
 		{"team-a-read", "audrey", sc.audPW, "team-a/", clientv3.PermissionType(clientv3.PermRead)},
 	} {
-		p := etcdlock.NamespacePrefix(team.prefix)
+		p := layout.ListPrefix(team.prefix)
 		for _, step := range []func() error{
 			func() error { _, err := sc.root.RoleAdd(ctx, team.role); return err },
 			func() error {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -69,16 +70,14 @@ func (sc *shardCell) check() map[string]*Report {
 
 // checkName runs the checkers on name's history.
 func (sc *shardCell) checkName(name string, events map[string][]recorded, probes map[string][]Probe) *Report {
-	dir, err := etcdlock.KeyPrefix(name)
-	if err != nil {
-		sc.t.Fatal(err)
-	}
+	dir := layout.NamePrefix(name)
 	sc.mu.Lock()
 	h := &History{Ops: append([]Op(nil), sc.ops[name]...), Grants: append([]Grant(nil), sc.grants[name]...), QueueDir: dir}
 	sc.mu.Unlock()
 	h.Final, h.Admissions, h.FinalAt = sc.regs[name].Value(), sc.regs[name].Admissions(), monoNow()
 	r := &Report{Violations: map[Checker][]string{}}
 	viz := (&cell{t: sc.t, cfg: cellConfig{name: "sharded-" + strings.NewReplacer("{", "", "}", "").Replace(name)}}).vizPath()
+	var err error
 	r.Linearizability, r.Visualization, err = CheckLinearizable(h, Options{Timeout: checkTimeout, VisualizationPath: viz})
 	if err != nil {
 		r.Violations[Linearizability] = []string{"visualization: " + err.Error()}

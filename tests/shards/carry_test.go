@@ -12,7 +12,7 @@ import (
 
 // TestRunOnceAcrossMove: a run recorded on the source counts on the target
 // after the move (its completion record is carried over): the same id is
-// ErrAlreadyDone there, and fn is not called.
+// ErrAlreadyCompleted there, and fn is not called.
 func TestRunOnceAcrossMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	ctx := testCtx(t, time.Minute)
@@ -26,7 +26,7 @@ func TestRunOnceAcrossMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.move(t, name, "c1", shard.MoveOptions{}, r)
-	if err := m.RunOnce(ctx, "2026-12-03", job); !errors.Is(err, etcdlock.ErrAlreadyDone) || ran != 1 {
+	if err := m.RunOnce(ctx, "2026-12-03", job); !errors.Is(err, etcdlock.ErrAlreadyCompleted) || ran != 1 {
 		t.Fatalf("RunOnce of the same id after the move: %v, fn ran %d times", err, ran)
 	}
 	if c, ok, err := etcdlock.LastCompletion(ctx, d.clients["c0"], name); ok || err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -163,7 +164,7 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 			job := func(id string) {
 				t.Helper()
 				err := m.RunOnce(ctx, id, func(context.Context, *etcdlock.Lock) error { runs[id]++; return nil })
-				if err != nil && !errors.Is(err, etcdlock.ErrAlreadyDone) {
+				if err != nil && !errors.Is(err, etcdlock.ErrAlreadyCompleted) {
 					t.Fatalf("RunOnce %s: %v", id, err)
 				}
 			}
@@ -184,7 +185,7 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 			if st := d.stamp(t, "c1", name); st.State == "active" {
 				t.Fatalf("the stamp on c1 is active again: %+v", st)
 			}
-			rec, _ := etcdlock.OnceKey(name)
+			rec := layout.CompletionKey(name)
 			if resp, err := d.clients["c0"].Get(ctx, rec, clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
 				t.Fatalf("the completion record on the owner: %v, %v", resp, err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"github.com/etcdlock/etcdlock/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -54,7 +55,7 @@ func TestMoveRefusesLateEnqueue(t *testing.T) {
 	d.move(t, name, "c1", shard.MoveOptions{}, r)
 
 	// Deliver what the link held, while watching the name on the source.
-	prefix, _ := etcdlock.KeyPrefix(name)
+	prefix := layout.NamePrefix(name)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := d.clients["c0"].Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(currentRev(t, d.clients["c0"])+1))

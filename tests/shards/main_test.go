@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -111,10 +112,7 @@ var nameSeq atomic.Int64
 // keysOf returns the queue keys of name on cluster id.
 func (d *deployment) keysOf(t *testing.T, id, name string) []string {
 	t.Helper()
-	prefix, err := etcdlock.KeyPrefix(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prefix := layout.NamePrefix(name)
 	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)

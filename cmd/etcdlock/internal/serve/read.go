@@ -9,12 +9,13 @@ import (
 	"net/http"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // nameParam returns the valid name of ?name=, or writes the error.
 func (srv *Server) nameParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.URL.Query().Get("name")
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		srv.writeError(w, err)
 		return "", false
 	}

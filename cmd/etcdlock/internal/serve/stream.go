@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/acquire"
+	"github.com/etcdlock/etcdlock/internal/layout"
 )
 
 // Bounds of the TTL and wait fields.
@@ -45,7 +46,7 @@ type holdRequest struct {
 
 // parsed checks the request and returns its TTL and wait.
 func (req *holdRequest) parsed() (ttl, wait time.Duration, err error) {
-	if _, err := etcdlock.KeyPrefix(req.Name); err != nil {
+	if err := layout.ValidateName(req.Name, etcdlock.ErrInvalidName); err != nil {
 		return 0, 0, err
 	}
 	if ttl, err = parseTTL(req.TTL); err != nil {

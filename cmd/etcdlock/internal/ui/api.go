@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -127,7 +128,7 @@ func (s *Server) withTTLs(ctx context.Context, states []shard.State) []lockjson.
 // handleLock serves one name's state (free: no holder and no waiters).
 func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if _, err := etcdlock.KeyPrefix(name); err != nil {
+	if err := layout.ValidateName(name, etcdlock.ErrInvalidName); err != nil {
 		apiError(w, http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "etcdlock: "))
 		return
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -21,7 +21,7 @@ func TestPermissionDenied(t *testing.T) {
 	}
 	t.Cleanup(func() { root.Close() })
 	ctx := embedtest.Context(t, long)
-	team := etcdlock.NamespacePrefix("team-a/")
+	team := layout.ListPrefix("team-a/")
 	for _, step := range []func() error{
 		func() error { _, err := root.RoleAdd(ctx, "team-a"); return err },
 		func() error {

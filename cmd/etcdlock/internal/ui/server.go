@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -78,7 +78,7 @@ func New(cli *clientv3.Client, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{root: cli, cfg: cfg, keyPrefix: etcdlock.NamespacePrefix(cfg.Prefix), log: log,
+	return &Server{root: cli, cfg: cfg, keyPrefix: layout.ListPrefix(cfg.Prefix), log: log,
 		hub: newHub(), srcs: srcs}, nil
 }
 
@@ -249,14 +249,14 @@ func endsOf(v *view, evs []*mvccpb.Event) ends {
 	}
 	for _, ev := range evs {
 		key, rev := string(ev.Kv.Key), ev.Kv.ModRevision
-		name, lease, isBarrier := etcdlock.SessionOfKey(key)
+		name, lease, isBarrier := layout.SessionOfKey(key)
 		switch {
 		case ev.Type == mvccpb.PUT && isBarrier:
 			if _, ok := e.barriers[barrier{name, lease}]; !ok {
 				e.barriers[barrier{name, lease}] = 0 // created in this response
 			}
 		case ev.Type == mvccpb.PUT:
-			if b, ok := etcdlock.BrokenOf(ev.Kv); ok {
+			if b, ok := layout.BrokenOf(ev.Kv); ok {
 				e.broken[endKey(b.Name, int64(b.Token))] = true
 			}
 		case isBarrier:

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/layout"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -18,7 +19,7 @@ type view struct {
 	names map[string]map[string]*mvccpb.KeyValue // name -> key -> its latest version
 	// barriers are the sessions' barrier keys under the prefix: a session
 	// has one in each name it uses, until its lease ends (see
-	// etcdlock.SessionOfKey).
+	// layout.SessionOfKey).
 	barriers map[barrier]bool
 	sorted   []string // the names in order; nil when it must be rebuilt
 	rev      int64    // the revision the view is at
@@ -46,11 +47,11 @@ type change struct {
 // put adds or replaces kv, if it is a queue key under prefix, or notes a
 // session's barrier.
 func (v *view) put(prefix string, kv *mvccpb.KeyValue) (string, bool) {
-	if name, lease, ok := etcdlock.SessionOfKey(string(kv.Key)); ok {
+	if name, lease, ok := layout.SessionOfKey(string(kv.Key)); ok {
 		v.barriers[barrier{name, lease}] = true
 		return "", false
 	}
-	name, ok := etcdlock.NameOfKey(string(kv.Key))
+	name, ok := layout.NameOfKey(string(kv.Key))
 	if !ok || !strings.HasPrefix(name, prefix) {
 		return "", false
 	}
@@ -75,11 +76,11 @@ func compact(kv *mvccpb.KeyValue) *mvccpb.KeyValue {
 
 // del removes key, if the view has it.
 func (v *view) del(key string) (string, bool) {
-	if name, lease, ok := etcdlock.SessionOfKey(key); ok {
+	if name, lease, ok := layout.SessionOfKey(key); ok {
 		delete(v.barriers, barrier{name, lease})
 		return "", false
 	}
-	name, ok := etcdlock.NameOfKey(key)
+	name, ok := layout.NameOfKey(key)
 	if !ok {
 		return "", false
 	}
@@ -102,7 +103,7 @@ func (v *view) apply(prefix string, evs []*mvccpb.Event, rev int64) []change {
 	touched := map[string]etcdlock.LockState{}
 	var order []string
 	remember := func(key string) {
-		name, ok := etcdlock.NameOfKey(key)
+		name, ok := layout.NameOfKey(key)
 		if !ok || !strings.HasPrefix(name, prefix) {
 			return
 		}
