@@ -16,6 +16,9 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Limits of one batch until the server refuses one (see shrink). etcd's
@@ -300,8 +303,8 @@ func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.Txn
 // splittable reports a refusal of a whole batch that may concern only some
 // of its writes: nothing of the batch was applied.
 func splittable(err error) bool {
-	switch classify(err) {
-	case leaseGone, refused:
+	switch wire.Classify(err) {
+	case wire.LeaseGone, wire.Refused:
 		return true
 	}
 	return false
@@ -322,7 +325,7 @@ func (b *batcher) shrink(err error, batch []*batchCall) {
 			size += c.size
 		}
 		b.maxBytes = max(1, min(b.maxBytes, size/2))
-	case classify(err) == leaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
+	case wire.Classify(err) == wire.LeaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
 	default: // too many operations, or nested Txns refused
 		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
 	}
@@ -336,4 +339,13 @@ func (c *batchCall) answer(resp *clientv3.TxnResponse, err error, size int) {
 	}
 	c.resp, c.err = resp, err
 	close(c.done)
+}
+
+// codeOf returns the gRPC code of err: of a gRPC status anywhere in its
+// chain, or of clientv3's form of one (rpctypes.EtcdError).
+func codeOf(err error) codes.Code {
+	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
+		return ee.Code()
+	}
+	return status.Code(err)
 }

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // allTxn is one LockAll's enqueue Txn, sent until it is answered. Every key
@@ -43,7 +45,7 @@ func newAllTxn(qs []queue, try bool, identity string) *allTxn {
 // the order of qs), the keys ahead of each, and whether those are known
 // (false when a retry found an earlier attempt applied).
 func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, bool, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		if err := e.s.runHook(hookBeforeEnqueue, nil); err != nil {
 			e.gone()
@@ -63,11 +65,11 @@ func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, 
 			}
 			err = aerr
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			e.gone()
 			return nil, nil, false, e.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			e.gone()
 			if errors.Is(err, rpctypes.ErrGRPCTooManyOps) || errors.Is(err, rpctypes.ErrTooManyOps) {
 				err = fmt.Errorf("%w: %d names are more than the server takes in one Txn (its --max-txn-ops): %w", ErrInvalidArgument, len(e.qs), err)

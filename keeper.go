@@ -15,6 +15,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 const (
@@ -233,7 +235,7 @@ func (k *keeper) run() {
 		}()
 		defer wg.Wait()
 	}
-	b := newBackoff(reconnectFloor, reconnectCeil)
+	b := wire.NewBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
 		if !k.waitHeld() {
 			continue
@@ -250,9 +252,9 @@ func (k *keeper) run() {
 		}
 		k.log.Debug("keepalive stream ended", zap.String("endpoint", at.addr), zap.Bool("leader", at.leader), zap.Error(err))
 		if time.Since(start) > 5*time.Second {
-			b.reset()
+			b.Reset()
 		}
-		if !b.wait(k.ctx) {
+		if !b.Wait(k.ctx) {
 			break
 		}
 	}

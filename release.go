@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // releaseVerb names a release in errors: "resign" for a leadership, else
@@ -44,24 +46,24 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 	}
 	w.lose(ErrReleased)
 	unknown := false // an earlier attempt may have deleted the key
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		if err := ctx.Err(); err != nil {
 			return q.opError(op, ctxErr(ctx, err)), false
 		}
 		deleted, err := w.deleteKey(ctx, unknown)
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			w.free() // deleted now, or already gone
 			if deleted || unknown {
 				return nil, true
 			}
 			// The key was already gone: the grant was lost before this call.
 			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, w.lossCause())), true
-		case leaseGone:
+		case wire.LeaseGone:
 			w.free()
 			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, q.s.leaseLost())), true
-		case refused:
+		case wire.Refused:
 			// Never succeeds (no permission to delete): the key goes with the lease.
 			return q.opError(op, err), true
 		}
@@ -72,7 +74,7 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 		}
 		unknown = true
 		q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
-		if !b.waitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
+		if !b.WaitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
 			if serr := w.retryFutile(nil); serr != nil {
 				w.free()
 				return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true

@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // tryEnqueue writes a key only if the name has no key at all (one Txn; an
@@ -64,19 +66,19 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (*waiter, error)
 // readFront reads the queue's first n keys (oldest first), retrying until
 // ctx ends while the read fails for a reason that may pass.
 func (q queue) readFront(ctx context.Context, n int64) (*clientv3.GetResponse, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		actx, kv, done := q.s.book.attempt(ctx, true)
 		resp, err := kv.Get(actx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(n))
 		done()
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			return resp, nil
-		case leaseGone, refused:
+		case wire.LeaseGone, wire.Refused:
 			return nil, err
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return nil, ctxErr(ctx, err)
 		}
 	}
@@ -110,7 +112,7 @@ func holderName(identity string) string {
 // slot is given up (gone: the reaper retires an uncertain earlier attempt).
 func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*waiter, *mvccpb.KeyValue, error) {
 	sk := q.newKey(value).as(holderOf(ctx))
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
 		sg := q.slotGuard()
@@ -140,11 +142,11 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 			}
 			err = serr
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			q.gone(sk)
 			return nil, nil, q.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			q.gone(sk) // this attempt wrote nothing
 			return nil, nil, err
 		}

@@ -27,6 +27,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // waiter is one acquisition: its key, its place, and the context that ends
@@ -125,23 +127,23 @@ func (w *waiter) stamp() {
 // its create revision), retrying until ctx ends, so that a waiter watching it
 // re-reads.
 func (w *waiter) touch(ctx context.Context) error {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
 			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
 			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			if resp.Succeeded {
 				return nil
 			}
 			return w.lost()
-		case leaseGone:
+		case wire.LeaseGone:
 			return w.q.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			return err
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return ctxErr(ctx, ctx.Err())
 		}
 	}
