@@ -178,7 +178,7 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 }
 
 // observedLeader is leader for Observe: one attempt over the keeper's
-// connection (keyBook.attempt), bounded by attemptTimeout; Observe retries.
+// connection (keyBook.attempt), bounded by wire.AttemptTimeout; Observe retries.
 // On the balanced connection a read may be sent down a path that
 // black-holed (its connection stays READY), where it waits, unanswered, for
 // as long as the path lasts; the keeper leaves such a path within seconds.

@@ -104,10 +104,10 @@ var errRefusedAll = errors.New("enqueue refused for no known reason")
 // send sends one attempt; sents receives the barrier revision each key
 // compares.
 func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse, error) {
-	op := txnOp{dir: e.qs[0].dir, dirs: make([]string, len(e.qs))}
+	op := wire.Txn{Dir: e.qs[0].dir, Dirs: make([]string, len(e.qs))}
 	var bputs, stampReads []clientv3.Op
 	for i, q := range e.qs {
-		op.dirs[i] = q.dir
+		op.Dirs[i] = q.dir
 		key := e.sks[i].key
 		bcmp, bput, sent := e.s.book.barrierGuard(q.dir)
 		sents[i] = sent
@@ -115,26 +115,26 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		e.sgs[i] = q.slotGuard()
 		e.sks[i].gen = e.sgs[i].gen
 		stampReads = append(stampReads, e.sgs[i].read...)
-		op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
-		op.cmps = append(op.cmps, e.sgs[i].cmps...)
+		op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
+		op.Cmps = append(op.Cmps, e.sgs[i].cmps...)
 		if e.try {
-			op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
+			op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
 		} else {
-			op.thens = append(op.thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
+			op.Thens = append(op.Thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)))
 		}
-		op.thens = append(op.thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))
+		op.Thens = append(op.Thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))
 		if e.explain || e.uncertain || e.try {
-			op.elses = append(op.elses, clientv3.OpGet(key),
+			op.Elses = append(op.Elses, clientv3.OpGet(key),
 				clientv3.OpGet(barrierKey(q.dir, e.s.lease), clientv3.WithKeysOnly()))
 			if e.try {
-				op.elses = append(op.elses, clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...))
+				op.Elses = append(op.Elses, clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...))
 			}
 		}
 	}
-	op.thens = append(op.thens, bputs...)
-	if op.elses != nil {
-		op.elses = append(op.elses, stampReads...) // after every name's own reads
+	op.Thens = append(op.Thens, bputs...)
+	if op.Elses != nil {
+		op.Elses = append(op.Elses, stampReads...) // after every name's own reads
 	}
 	return e.s.book.commit(ctx, e.uncertain, op)
 }

@@ -31,7 +31,7 @@ type leaseGrant struct {
 }
 
 // grantLease grants a lease of secs seconds under an ID chosen here, at
-// random. Each attempt is bounded by attemptTimeout and a failed one is
+// random. Each attempt is bounded by wire.AttemptTimeout and a failed one is
 // retried with the same ID until ctx ends: an attempt caught by an etcd
 // leader crash would otherwise wait out etcd's own request timeout (5 s and
 // two election timeouts), and a retry of an attempt that was applied finds
@@ -46,7 +46,7 @@ func grantLease(ctx context.Context, cli *clientv3.Client, secs int64) (leaseGra
 	b := wire.NewBackoff(requestFloor, requestCeil)
 	unknownSent := false
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 		resp, err := lc.LeaseGrant(actx, &pb.LeaseGrantRequest{TTL: secs, ID: int64(g.id)})
 		cancel()
 		if err == nil && resp.Error == "" {

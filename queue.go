@@ -292,12 +292,12 @@ type enqueueTxn struct {
 
 func (e *enqueueTxn) send(ctx context.Context, guards []clientv3.Cmp, bput, stampRead []clientv3.Op) (*clientv3.TxnResponse, error) {
 	q := e.q
-	op := txnOp{dir: q.dir,
-		cmps: append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0)}, guards...),
-		thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
+	op := wire.Txn{Dir: q.dir,
+		Cmps: append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0)}, guards...),
+		Thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
 			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...)}
 	if e.explain || e.sk.uncertain {
-		op.elses = append([]clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)
+		op.Elses = append([]clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)
 	}
 	return q.s.book.commit(ctx, e.sk.uncertain, op)
 }

@@ -174,12 +174,12 @@ func (b *keyBook) reapUnknown(dir, key string, done func()) {
 	b.reaper.add(reapItem{key: key, dir: dir, done: done})
 }
 
-// removeNow tries once, bounded by attemptTimeout, to remove it as the reaper
+// removeNow tries once, bounded by wire.AttemptTimeout, to remove it as the reaper
 // would, and hands it to the reaper if that does not finish: a failed
 // acquisition leaves no key behind when the cluster answers.
 func (b *keyBook) removeNow(it reapItem) {
 	s := b.s
-	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, wire.AttemptTimeout)
 	finished, err := b.reapStep(ctx, &it)
 	cancel()
 	if !finished && wire.Classify(err) == wire.LeaseGone {
@@ -206,7 +206,7 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 			}
 			it.raised = true
 		}
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 		resp, err := s.cli.Get(actx, it.key, clientv3.WithKeysOnly())
 		cancel()
 		if err != nil {
@@ -223,7 +223,7 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 		}
 	}
 	it.pass = ""
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 	err = b.deleteKey(actx, it.key, it.rev)
 	cancel()
 	err = s.runHook(hookReaped, err)

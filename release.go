@@ -87,9 +87,9 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 // deleteKey sends one attempt of the waiter's guarded delete; deleted
 // reports whether it found the key.
 func (w *waiter) deleteKey(ctx context.Context, retry bool) (deleted bool, err error) {
-	resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
-		cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-		thens: []clientv3.Op{clientv3.OpDelete(w.key)}})
+	resp, err := w.q.s.book.commit(ctx, retry, wire.Txn{Dir: w.q.dir,
+		Cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+		Thens: []clientv3.Op{clientv3.OpDelete(w.key)}})
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/etcdlock/etcdlock/internal/testhook"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // session returns the *Session a test passed as s: s itself, or the routed
@@ -81,84 +81,23 @@ func initKeyHooks() {
 }
 
 func initPathHooks() {
-	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = attemptTimeout, revokeAttempt, errUnanswered
-	testhook.LentConn = func(s any) (lent, leader bool) {
-		c := session(s).keeper.lent.Load().conn
-		return c != nil, c != nil && c.at.leader
-	}
+	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = wire.AttemptTimeout, revokeAttempt, wire.ErrUnanswered
+	testhook.LentConn = func(s any) (lent, leader bool) { return session(s).keeper.LentConn() }
 	testhook.Lend = func(s any, cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
-		sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
-		sc.open(cli)
-		session(s).keeper.lend(sc)
-		return sc.retire
+		return session(s).keeper.LendConn(cli, conn, addr)
 	}
-	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
-		sc := &streamConn{conn: conn}
-		sc.open(cli)
-		return sc.borrow, sc.retire, sc.giveBack, sc.kv
-	}
+	testhook.StreamConn = wire.TestConn
 	testhook.GrantLease = func(ctx context.Context, cli *clientv3.Client, secs int64) (clientv3.LeaseID, time.Duration, error) {
 		g, err := grantLease(ctx, cli, secs)
 		return g.id, g.ttl, err
 	}
-	testhook.BatchBytes = batchBytes
-	testhook.BeforeSend = func(s any, f func(dirs []string)) {
-		b := session(s).keeper.batch
-		if f == nil {
-			b.beforeSend.Store(nil)
-			return
-		}
-		hook := func(batch []*batchCall) {
-			dirs := make([]string, len(batch))
-			for i, c := range batch {
-				dirs[i] = c.op.dir
-			}
-			f(dirs)
-		}
-		b.beforeSend.Store(&hook)
-	}
-	testhook.Pending = func(s any) int {
-		b := session(s).keeper.batch
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.pending)
-	}
-	testhook.BatchLimits = func(s any) (int, int) {
-		b := session(s).keeper.batch
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.maxOps, b.maxBytes
-	}
+	testhook.BatchBytes = wire.BatchBytes
+	testhook.BeforeSend = func(s any, f func(dirs []string)) { session(s).keeper.Batcher().SetBeforeSend(f) }
+	testhook.Pending = func(s any) int { return session(s).keeper.Batcher().Pending() }
+	testhook.BatchLimits = func(s any) (int, int) { return session(s).keeper.Batcher().Limits() }
 }
 
 // initKeeperHooks sets testhook.HoldKeeper.
 func initKeeperHooks() {
-	testhook.HoldKeeper = func(s any) func() {
-		k := session(s).keeper
-		h := make(chan struct{})
-		k.held.Store(&h)
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				k.held.CompareAndSwap(&h, nil)
-				close(h)
-			})
-		}
-	}
-}
-
-// waitHeld waits, before the keeper connects, until a test's hold (set by
-// testhook.HoldKeeper; never otherwise) is released; false if the keeper
-// ended first.
-func (k *keeper) waitHeld() bool {
-	h := k.held.Load()
-	if h == nil {
-		return true
-	}
-	select {
-	case <-*h:
-		return true
-	case <-k.ctx.Done():
-		return false
-	}
+	testhook.HoldKeeper = func(s any) func() { return session(s).keeper.Hold() }
 }

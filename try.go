@@ -162,9 +162,9 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 // the key is new; else read the queue's first key, the key and the barrier.
 func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput, stampRead []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
-	return q.s.book.commit(ctx, retry, txnOp{dir: q.dir,
-		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
-		thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
-		elses: append([]clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
+	return q.s.book.commit(ctx, retry, wire.Txn{Dir: q.dir,
+		Cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
+		Thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
+		Elses: append([]clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
 			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)})
 }

@@ -113,10 +113,10 @@ func (w *waiter) abandon(cause error) {
 // a Proclaim, leaves the key without one.
 func (w *waiter) stamp() {
 	w.q.s.goRun(func() {
-		_, err := w.q.s.book.commit(w.ctx, false, txnOp{dir: w.q.dir,
-			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
+		_, err := w.q.s.book.commit(w.ctx, false, wire.Txn{Dir: w.q.dir,
+			Cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", max(w.rev, w.valueRev))},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
+			Thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		if err != nil && w.ctx.Err() == nil {
 			w.q.s.log.Debug("grant stamp not written", zap.String("key", w.key), zap.Error(err))
 		}
@@ -129,9 +129,9 @@ func (w *waiter) stamp() {
 func (w *waiter) touch(ctx context.Context) error {
 	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
-			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
+		resp, err := w.q.s.book.commit(ctx, retry, wire.Txn{Dir: w.q.dir,
+			Cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+			Thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		switch wire.Classify(err) {
 		case wire.Applied:
 			if resp.Succeeded {
