@@ -5,6 +5,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // This file holds the session's barrier keys, which make a write of unknown
@@ -91,7 +93,7 @@ func (b *keyBook) raiseBarrier(ctx context.Context, dir string) error {
 	s := b.s
 	key := barrierKey(dir, s.lease)
 	m := b.barrierRev(dir)
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(actx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", m)).

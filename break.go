@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Break deletes exactly the grant of name whose token is token: the
@@ -58,7 +59,7 @@ func Break(ctx context.Context, cli *clientv3.Client, name string, token Token) 
 		Then(clientv3.OpDelete(key), layout.BrokenOp(key, int64(token), lease)).
 		Commit()
 	switch {
-	case classify(err) == leaseGone:
+	case wire.Classify(err) == wire.LeaseGone:
 		// The holder's lease, and with it the key, went meanwhile.
 		return newError("break", name, fmt.Errorf("%w: the grant of token %d ended meanwhile", ErrNotHeld, token))
 	case err != nil:

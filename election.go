@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Election elects one leader among the candidates of a name, in the order
@@ -226,15 +227,15 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", l.mod)).
 			Then(clientv3.OpPut(w.key, w.q.s.value(w.sk.with(value), w.grantedAt), clientv3.WithLease(w.q.s.lease))).
 			Commit()
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			if resp.Succeeded {
 				l.mod = resp.Header.Revision
 				return nil
 			}
 			l.mod = 0 // changed since (a late write of ours, a loss): look again
 			continue
-		case leaseGone:
+		case wire.LeaseGone:
 			return w.q.opError("proclaim", fmt.Errorf("%w: %w", ErrNotHeld, w.q.s.leaseLost()))
 		}
 		l.mod = 0 // it may still be applied

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Observe returns a channel that receives the current leader at once and
@@ -72,7 +73,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 	defer close(ch)
 	out := latest{ch: ch}
 	log := q.s.log.With(zap.String("election", q.name))
-	b := newBackoff(watchFloor, watchCeil)
+	b := wire.NewBackoff(watchFloor, watchCeil)
 	caller := q.s
 	for ctx.Err() == nil && caller.cli.Ctx().Err() == nil {
 		err := q.observeOnce(ctx, caller, &out, b)
@@ -80,7 +81,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 			return
 		}
 		log.Debug("observe: retrying", zap.Error(err))
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return
 		}
 	}
@@ -89,7 +90,7 @@ func (q queue) observe(ctx context.Context, ch chan LeaderInfo) {
 // observeOnce reads and follows the leader on the session that holds q's
 // name (caller's, or its cluster's on a routed session) until the follow
 // fails, or the slot map changes (then the name may live elsewhere).
-func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b *backoff) error {
+func (q queue) observeOnce(ctx context.Context, caller *Session, out *latest, b *wire.Backoff) error {
 	s, changed, err := caller.routeRead(ctx, q.name)
 	if err != nil {
 		return err
@@ -136,7 +137,7 @@ func (q queue) report(out *latest, lr leaderRead) {
 // follow watches q from rev + 1 and publishes every change of the leader,
 // which was cur at rev, until the watch fails or must move (see
 // keyBook.watcher); it returns why.
-func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *backoff) error {
+func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *latest, b *wire.Backoff) error {
 	wt, moved := q.s.book.watcher(ctx, nil)
 	wctx, stop := watchCtx(ctx, moved)
 	defer stop()
@@ -155,7 +156,7 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 		if resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
 			return errors.Join(errors.New("watch ended"), resp.Err()) // re-read and re-watch
 		}
-		b.reset()
+		b.Reset()
 		for _, ev := range resp.Events {
 			key := string(ev.Kv.Key)
 			switch {
@@ -177,7 +178,7 @@ func (q queue) follow(ctx context.Context, cur LeaderInfo, rev int64, out *lates
 }
 
 // observedLeader is leader for Observe: one attempt over the keeper's
-// connection (keyBook.attempt), bounded by attemptTimeout; Observe retries.
+// connection (keyBook.attempt), bounded by wire.AttemptTimeout; Observe retries.
 // On the balanced connection a read may be sent down a path that
 // black-holed (its connection stays READY), where it waits, unanswered, for
 // as long as the path lasts; the keeper leaves such a path within seconds.

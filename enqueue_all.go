@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // allTxn is one LockAll's enqueue Txn, sent until it is answered. Every key
@@ -43,7 +45,7 @@ func newAllTxn(qs []queue, try bool, identity string) *allTxn {
 // the order of qs), the keys ahead of each, and whether those are known
 // (false when a retry found an earlier attempt applied).
 func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, bool, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		if err := e.s.runHook(hookBeforeEnqueue, nil); err != nil {
 			e.gone()
@@ -63,11 +65,11 @@ func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, 
 			}
 			err = aerr
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			e.gone()
 			return nil, nil, false, e.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			e.gone()
 			if errors.Is(err, rpctypes.ErrGRPCTooManyOps) || errors.Is(err, rpctypes.ErrTooManyOps) {
 				err = fmt.Errorf("%w: %d names are more than the server takes in one Txn (its --max-txn-ops): %w", ErrInvalidArgument, len(e.qs), err)
@@ -102,10 +104,10 @@ var errRefusedAll = errors.New("enqueue refused for no known reason")
 // send sends one attempt; sents receives the barrier revision each key
 // compares.
 func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse, error) {
-	op := txnOp{dir: e.qs[0].dir, dirs: make([]string, len(e.qs))}
+	op := wire.Txn{Dir: e.qs[0].dir, Dirs: make([]string, len(e.qs))}
 	var bputs, stampReads []clientv3.Op
 	for i, q := range e.qs {
-		op.dirs[i] = q.dir
+		op.Dirs[i] = q.dir
 		key := e.sks[i].key
 		bcmp, bput, sent := e.s.book.barrierGuard(q.dir)
 		sents[i] = sent
@@ -113,26 +115,26 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		e.sgs[i] = q.slotGuard()
 		e.sks[i].gen = e.sgs[i].gen
 		stampReads = append(stampReads, e.sgs[i].read...)
-		op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
-		op.cmps = append(op.cmps, e.sgs[i].cmps...)
+		op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
+		op.Cmps = append(op.Cmps, e.sgs[i].cmps...)
 		if e.try {
-			op.cmps = append(op.cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
+			op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
 		} else {
-			op.thens = append(op.thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
+			op.Thens = append(op.Thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)))
 		}
-		op.thens = append(op.thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))
+		op.Thens = append(op.Thens, clientv3.OpPut(key, e.s.value(e.sks[i], time.Time{}), clientv3.WithLease(e.s.lease)))
 		if e.explain || e.uncertain || e.try {
-			op.elses = append(op.elses, clientv3.OpGet(key),
+			op.Elses = append(op.Elses, clientv3.OpGet(key),
 				clientv3.OpGet(barrierKey(q.dir, e.s.lease), clientv3.WithKeysOnly()))
 			if e.try {
-				op.elses = append(op.elses, clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...))
+				op.Elses = append(op.Elses, clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...))
 			}
 		}
 	}
-	op.thens = append(op.thens, bputs...)
-	if op.elses != nil {
-		op.elses = append(op.elses, stampReads...) // after every name's own reads
+	op.Thens = append(op.Thens, bputs...)
+	if op.Elses != nil {
+		op.Elses = append(op.Elses, stampReads...) // after every name's own reads
 	}
 	return e.s.book.commit(ctx, e.uncertain, op)
 }

@@ -14,6 +14,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // revokeAttempt bounds one attempt of a revoke. Attempts go over the
@@ -29,7 +31,7 @@ type leaseGrant struct {
 }
 
 // grantLease grants a lease of secs seconds under an ID chosen here, at
-// random. Each attempt is bounded by attemptTimeout and a failed one is
+// random. Each attempt is bounded by wire.AttemptTimeout and a failed one is
 // retried with the same ID until ctx ends: an attempt caught by an etcd
 // leader crash would otherwise wait out etcd's own request timeout (5 s and
 // two election timeouts), and a retry of an attempt that was applied finds
@@ -41,10 +43,10 @@ type leaseGrant struct {
 func grantLease(ctx context.Context, cli *clientv3.Client, secs int64) (leaseGrant, error) {
 	g := leaseGrant{id: randomLeaseID(), sentAt: time.Now()}
 	lc := pb.NewLeaseClient(cli.ActiveConnection())
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	unknownSent := false
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 		resp, err := lc.LeaseGrant(actx, &pb.LeaseGrantRequest{TTL: secs, ID: int64(g.id)})
 		cancel()
 		if err == nil && resp.Error == "" {
@@ -62,12 +64,12 @@ func grantLease(ctx context.Context, cli *clientv3.Client, secs int64) (leaseGra
 			g.id = randomLeaseID() // another client's lease: draw again
 			continue
 		}
-		switch classify(err) {
-		case refused, leaseGone:
+		switch wire.Classify(err) {
+		case wire.Refused, wire.LeaseGone:
 			return leaseGrant{}, err
 		}
 		unknownSent = true
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			g.forget(cli)
 			return leaseGrant{}, errors.Join(ctxErr(ctx, ctx.Err()), err)
 		}
@@ -113,18 +115,18 @@ func randomLeaseID() clientv3.LeaseID {
 // server no longer knows counts as revoked. It returns nil once the lease is
 // gone, else the error of the last attempt (with ctx's when ctx ended).
 func (s *Session) revokeLease(ctx context.Context) error {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		actx, cancel := context.WithTimeout(ctx, revokeAttempt)
 		_, err := s.cli.Revoke(actx, s.lease)
 		cancel()
-		switch classify(err) {
-		case applied, leaseGone:
+		switch wire.Classify(err) {
+		case wire.Applied, wire.LeaseGone:
 			return nil
-		case refused:
+		case wire.Refused:
 			return err
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return errors.Join(ctxErr(ctx, ctx.Err()), err)
 		}
 	}

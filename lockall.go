@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // MaxLockAllNames is the largest number of names one LockAll or TryLockAll
@@ -200,7 +202,7 @@ func confirmAll(ctx context.Context, ws []*waiter) error {
 // retry), again after each failure, until it is answered, refused, or ctx
 // or the session ends.
 func confirmRead(ctx context.Context, s *Session, cmps []clientv3.Cmp, reads []clientv3.Op) (*clientv3.TxnResponse, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		actx, kv, done := s.book.attempt(ctx, retry)
 		resp, err := kv.Txn(actx).If(cmps...).Else(reads...).Commit()
@@ -208,7 +210,7 @@ func confirmRead(ctx context.Context, s *Session, cmps []clientv3.Cmp, reads []c
 		if err == nil {
 			return resp, nil
 		}
-		if classify(err) == refused {
+		if wire.Classify(err) == wire.Refused {
 			return nil, err
 		}
 		if err := s.retryUnknown(ctx, b, err, "the set's keys", func() {}); err != nil {

@@ -23,6 +23,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // passTag starts a pass record's key after the name's barrierEnd.
@@ -99,7 +101,7 @@ func passRecordTTL(end time.Time) int64 {
 // revision, 0 when the key was gone. The record's own lease (one Grant) is
 // left to run out when the key was gone.
 func (b *keyBook) passOn(ctx context.Context, it *reapItem) (int64, error) {
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 	defer cancel()
 	lease, err := b.s.cli.Grant(actx, passRecordTTL(it.passUntil))
 	if err != nil {

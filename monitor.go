@@ -6,6 +6,8 @@ package etcdlock
 import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // startMonitor starts, once, the goroutine that watches the waiter's own key
@@ -20,7 +22,7 @@ func (w *waiter) startMonitor() {
 
 func (w *waiter) monitor() {
 	next := w.rev + 1
-	b := newBackoff(watchFloor, watchCeil)
+	b := wire.NewBackoff(watchFloor, watchCeil)
 	for w.ctx.Err() == nil {
 		gone, progress := w.watchOwn(&next)
 		if gone {
@@ -28,9 +30,9 @@ func (w *waiter) monitor() {
 			return
 		}
 		if progress {
-			b.reset()
+			b.Reset()
 		}
-		if !b.wait(w.ctx) {
+		if !b.Wait(w.ctx) {
 			return
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Observer receives the events of a session and its grants, for metrics
@@ -95,11 +97,11 @@ type SessionEvent struct {
 
 // Reasons a session ends, as SessionEvent.Reason.
 const (
-	ReasonClosed        = "closed"         // Close was called
-	ReasonLeaseGone     = "lease_gone"     // the server no longer knows the lease (expired or revoked)
-	ReasonValidityClock = "validity_clock" // no keepalive acknowledged in time
-	ReasonClientClosed  = "client_closed"  // the etcd client was closed
-	ReasonSlowGrant     = "slow_grant"     // the lease grant took longer than the TTL
+	ReasonClosed        = "closed"                // Close was called
+	ReasonLeaseGone     = "lease_gone"            // the server no longer knows the lease (expired or revoked)
+	ReasonValidityClock = "validity_clock"        // no keepalive acknowledged in time
+	ReasonClientClosed  = wire.ReasonClientClosed // the etcd client was closed
+	ReasonSlowGrant     = "slow_grant"            // the lease grant took longer than the TTL
 )
 
 // WithObserver sets the session's Observer (default: none). A nil observer

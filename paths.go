@@ -4,95 +4,50 @@ package etcdlock
 // queue goes through commit (one attempt at a time, through the client's
 // batcher unless batching is off), every attempt's connection comes from
 // attempt, and every watch's from watcher. Both follow the keeper's
-// connection while it lends one (leaderconn.go), so a path that black-holes
-// is left when the keeper leaves it.
+// connection while it lends one (internal/wire's leaderconn.go), so a path
+// that black-holes is left when the keeper leaves it.
 
 import (
 	"context"
 	"errors"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
-
-// txnOp is one write of the queue: a Txn on the keys of one queue (dir), or
-// of several (dirs, a LockAll's; dir is then the first of them).
-type txnOp struct {
-	dir   string
-	dirs  []string
-	cmps  []clientv3.Cmp
-	thens []clientv3.Op
-	elses []clientv3.Op
-}
-
-// size estimates the bytes op adds to a request.
-func (op txnOp) size() int {
-	n := 0
-	for _, c := range op.cmps {
-		n += len(c.KeyBytes()) + 24
-	}
-	for _, ops := range [][]clientv3.Op{op.thens, op.elses} {
-		for _, o := range ops {
-			n += len(o.KeyBytes()) + len(o.RangeBytes()) + len(o.ValueBytes()) + 24
-		}
-	}
-	return n
-}
-
-// each calls f with every queue op writes in.
-func (op txnOp) each(f func(dir string)) {
-	if op.dirs == nil {
-		f(op.dir)
-		return
-	}
-	for _, d := range op.dirs {
-		f(d)
-	}
-}
-
-// send sends op alone, as a Txn of its own on kv.
-func (op txnOp) send(ctx context.Context, kv clientv3.KV) (*clientv3.TxnResponse, error) {
-	return kv.Txn(ctx).If(op.cmps...).Then(op.thens...).Else(op.elses...).Commit()
-}
-
-// attemptTimeout bounds one attempt of a request that the library retries.
-// A request caught in flight by an etcd leader crash otherwise waits out
-// etcd's own request timeout (5s + 2 election timeouts) before failing; every
-// retried request here is idempotent.
-const attemptTimeout = 2 * time.Second
 
 // commit sends op: on a first attempt through the client's batcher (when
 // the session batches), else as a Txn of its own, over the leader's
 // connection unless retry (see attempt).
-func (b *keyBook) commit(ctx context.Context, retry bool, op txnOp) (*clientv3.TxnResponse, error) {
+func (b *keyBook) commit(ctx context.Context, retry bool, op wire.Txn) (*clientv3.TxnResponse, error) {
 	s := b.s
-	if b := s.keeper.batch; b != nil && !retry {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	if b := s.keeper.Batcher(); b != nil && !retry {
+		actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 		defer cancel()
-		if resp, err := b.do(actx, s.observer(), op); !errors.Is(err, errBatcherStopped) {
+		if resp, err := b.Do(actx, op, s.observer().Batched); !errors.Is(err, wire.ErrBatcherStopped) {
 			return resp, err
 		}
 	}
 	actx, kv, done := b.attempt(ctx, retry)
 	defer done()
-	resp, err := op.send(actx, kv)
+	resp, err := op.Send(actx, kv)
 	s.observer().Batched(1)
 	return resp, err
 }
 
 // attempt prepares one attempt of a request the queue retries: ctx bounded
-// by attemptTimeout, the KV to send it on, and the func to call when the
-// attempt is done. The KV is the keeper's connection while it lends one
-// (keeper.borrow), else the client's balanced one; a retry (an earlier
+// by wire.AttemptTimeout, the KV to send it on, and the func to call when
+// the attempt is done. The KV is the keeper's connection while it lends one
+// (Keeper.Borrow), else the client's balanced one; a retry (an earlier
 // attempt failed) always uses the balanced one, since the keeper's
 // connection may lead to a dead or unreachable member until the keeper
 // notices.
 func (b *keyBook) attempt(ctx context.Context, retry bool) (context.Context, clientv3.KV, func()) {
 	s := b.s
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 	if !retry {
-		if lc := s.keeper.borrow(); lc != nil {
-			return actx, lc.kv, func() { lc.giveBack(); cancel() }
+		if lc := s.keeper.Borrow(); lc != nil {
+			return actx, lc.KV(), func() { lc.GiveBack(); cancel() }
 		}
 	}
 	return actx, s.cli, cancel
@@ -116,17 +71,17 @@ func (b *keyBook) attempt(ctx context.Context, retry bool) (context.Context, cli
 // lends nothing more), it returns the client and a nil channel.
 func (b *keyBook) watcher(ctx context.Context, stop <-chan struct{}) (clientv3.Watcher, <-chan struct{}) {
 	s := b.s
-	if !s.opts.pinning || !plainClient(s.cli) {
+	if !s.opts.pinning || !wire.PlainClient(s.cli) {
 		return s.cli, nil
 	}
 	for s.ctx.Err() == nil {
-		l := s.keeper.lent.Load()
-		if l.conn != nil {
-			return l.conn.watcher, l.moved
+		lc, moved := s.keeper.Lent()
+		if lc != nil {
+			return lc.Watcher(), moved
 		}
 		_ = s.runHook(hookConnWait, nil) // tests: the watch waits for the keeper
 		select {
-		case <-l.moved: // lent a connection, or none again: load it
+		case <-moved: // lent a connection, or none again: load it
 		case <-s.ctx.Done():
 		case <-ctx.Done():
 			return noWatcher{}, nil

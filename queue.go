@@ -17,6 +17,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // lossLookup bounds the read that tells why a waiter's key is gone (lost).
@@ -191,7 +193,7 @@ func kindMismatch(tag string) error {
 // unknown: the key becomes uncertain, and the loop goes on after a pause
 // (nil) unless ctx or the session ended (the error to return; the slot is
 // then given up).
-func (q queue) retryUnknown(ctx context.Context, sk *slotKey, b *backoff, err error) error {
+func (q queue) retryUnknown(ctx context.Context, sk *slotKey, b *wire.Backoff, err error) error {
 	sk.uncertain = true
 	return q.s.retryUnknown(ctx, b, err, sk.key, func() { q.gone(*sk) })
 }
@@ -243,7 +245,7 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 	if n := pol.lookback(); n > 0 {
 		e.get = append(e.get, clientv3.WithLimit(n))
 	}
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		if err := q.s.runHook(hookBeforeEnqueue, nil); err != nil {
 			q.gone(e.sk)
@@ -263,11 +265,11 @@ func (q queue) enqueue(ctx context.Context, value string, pol policy) (*waiter, 
 			}
 			err = aerr
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			q.gone(e.sk) // the lease is gone, and with it any key of it
 			return nil, nil, false, q.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			q.gone(e.sk) // this attempt wrote nothing
 			return nil, nil, false, err
 		}
@@ -290,12 +292,12 @@ type enqueueTxn struct {
 
 func (e *enqueueTxn) send(ctx context.Context, guards []clientv3.Cmp, bput, stampRead []clientv3.Op) (*clientv3.TxnResponse, error) {
 	q := e.q
-	op := txnOp{dir: q.dir,
-		cmps: append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0)}, guards...),
-		thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
+	op := wire.Txn{Dir: q.dir,
+		Cmps: append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.sk.key), "=", 0)}, guards...),
+		Thens: append([]clientv3.Op{clientv3.OpGet(q.dir, e.get...),
 			clientv3.OpPut(e.sk.key, q.s.value(e.sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...)}
 	if e.explain || e.sk.uncertain {
-		op.elses = append([]clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)
+		op.Elses = append([]clientv3.Op{clientv3.OpGet(e.sk.key), clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)
 	}
 	return q.s.book.commit(ctx, e.sk.uncertain, op)
 }

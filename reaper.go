@@ -7,6 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // reapItem is a key the library can no longer account for: an acquisition
@@ -126,7 +128,7 @@ func (r *reaper) idle() bool {
 // over (then the lease takes the rest with it).
 func (r *reaper) loop() {
 	s := r.s
-	b := newBackoff(watchFloor, watchCeil)
+	b := wire.NewBackoff(watchFloor, watchCeil)
 	for {
 		it, ok := r.next()
 		if !ok {
@@ -136,14 +138,14 @@ func (r *reaper) loop() {
 		if finished {
 			s.log.Debug("reaped key", zap.String("key", it.key))
 			it.finish()
-			b.reset()
+			b.Reset()
 			continue
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			_ = s.leaseLost() // the next turn ends the loop
 			continue
-		case refused:
+		case wire.Refused:
 			// Never succeeds: the key goes with the lease (Close revokes it).
 			s.log.Error("cannot delete key; it stays until the session ends", zap.String("key", it.key), zap.Error(err))
 			r.park(it)
@@ -153,7 +155,7 @@ func (r *reaper) loop() {
 		r.mu.Lock()
 		r.queue = append(r.queue, it)
 		r.mu.Unlock()
-		b.wait(s.ctx)
+		b.Wait(s.ctx)
 	}
 }
 
@@ -172,15 +174,15 @@ func (b *keyBook) reapUnknown(dir, key string, done func()) {
 	b.reaper.add(reapItem{key: key, dir: dir, done: done})
 }
 
-// removeNow tries once, bounded by attemptTimeout, to remove it as the reaper
+// removeNow tries once, bounded by wire.AttemptTimeout, to remove it as the reaper
 // would, and hands it to the reaper if that does not finish: a failed
 // acquisition leaves no key behind when the cluster answers.
 func (b *keyBook) removeNow(it reapItem) {
 	s := b.s
-	ctx, cancel := context.WithTimeout(s.ctx, attemptTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, wire.AttemptTimeout)
 	finished, err := b.reapStep(ctx, &it)
 	cancel()
-	if !finished && classify(err) == leaseGone {
+	if !finished && wire.Classify(err) == wire.LeaseGone {
 		finished = true
 		_ = s.leaseLost() // its keys are gone with it
 	}
@@ -204,7 +206,7 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 			}
 			it.raised = true
 		}
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 		resp, err := s.cli.Get(actx, it.key, clientv3.WithKeysOnly())
 		cancel()
 		if err != nil {
@@ -221,7 +223,7 @@ func (b *keyBook) reapStep(ctx context.Context, it *reapItem) (finished bool, er
 		}
 	}
 	it.pass = ""
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, wire.AttemptTimeout)
 	err = b.deleteKey(actx, it.key, it.rev)
 	cancel()
 	err = s.runHook(hookReaped, err)

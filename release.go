@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // releaseVerb names a release in errors: "resign" for a leadership, else
@@ -44,24 +46,24 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 	}
 	w.lose(ErrReleased)
 	unknown := false // an earlier attempt may have deleted the key
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		if err := ctx.Err(); err != nil {
 			return q.opError(op, ctxErr(ctx, err)), false
 		}
 		deleted, err := w.deleteKey(ctx, unknown)
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			w.free() // deleted now, or already gone
 			if deleted || unknown {
 				return nil, true
 			}
 			// The key was already gone: the grant was lost before this call.
 			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, w.lossCause())), true
-		case leaseGone:
+		case wire.LeaseGone:
 			w.free()
 			return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, q.s.leaseLost())), true
-		case refused:
+		case wire.Refused:
 			// Never succeeds (no permission to delete): the key goes with the lease.
 			return q.opError(op, err), true
 		}
@@ -72,7 +74,7 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 		}
 		unknown = true
 		q.s.log.Debug("unlock: delete failed, retrying", zap.String("key", w.key), zap.Error(err))
-		if !b.waitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
+		if !b.WaitOr(ctx, q.s.Done(), q.s.cli.Ctx().Done()) {
 			if serr := w.retryFutile(nil); serr != nil {
 				w.free()
 				return q.opError(op, fmt.Errorf("%w: %w", ErrNotHeld, serr)), true
@@ -85,9 +87,9 @@ func (w *waiter) release(ctx context.Context) (err error, final bool) {
 // deleteKey sends one attempt of the waiter's guarded delete; deleted
 // reports whether it found the key.
 func (w *waiter) deleteKey(ctx context.Context, retry bool) (deleted bool, err error) {
-	resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
-		cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-		thens: []clientv3.Op{clientv3.OpDelete(w.key)}})
+	resp, err := w.q.s.book.commit(ctx, retry, wire.Txn{Dir: w.q.dir,
+		Cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+		Thens: []clientv3.Op{clientv3.OpDelete(w.key)}})
 	if err != nil {
 		return false, err
 	}

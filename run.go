@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // runFloor is the first pause of Run after a failed phase.
@@ -43,7 +45,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer stop()
 	r.s = r.caller
 	defer r.closeOwned()
-	b := newBackoff(runFloor, watchCeil)
+	b := wire.NewBackoff(runFloor, watchCeil)
 	for ctx.Err() == nil {
 		// Phase 1: a live session.
 		ok, err := r.session(ctx)
@@ -51,7 +53,7 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		if !ok {
-			b.wait(ctx)
+			b.Wait(ctx)
 			continue
 		}
 		// Phase 2: an acquisition, until the grant is this Run's.
@@ -65,10 +67,10 @@ func (r *runner) run(ctx context.Context) error {
 				return err
 			}
 			r.log.Warn("run: acquisition failed", zap.Error(err))
-			b.wait(ctx)
+			b.Wait(ctx)
 			continue
 		}
-		b.reset()
+		b.Reset()
 		// Phase 3: a term: serve, then release.
 		if done, err := r.term(ctx, t); done {
 			return err

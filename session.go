@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/internal/etcdx"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 const (
@@ -37,7 +38,7 @@ type Session struct {
 	log        *zap.Logger
 	grantLog   *zap.Logger // log, for lines logged through a helper (one more caller frame)
 	opts       sessionOptions
-	keeper     *keeper
+	keeper     *wire.Keeper
 	tune       *tuning
 	book       *keyBook // its keys and requests (book.go)
 	testHandle          // the tests' way to its knobs (testhooks.go)
@@ -188,14 +189,14 @@ func newSession(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*S
 		_ = s.Close() // revokes (best effort) and waits for the session's goroutines
 		return nil, newError("new session", "", fmt.Errorf("%s: %w", reason, ErrSessionExpired))
 	}
-	s.keeper = acquireKeeper(cli, o.pinning, !o.noBatching, o.logger)
+	s.keeper = wire.AcquireKeeper(cli, o.pinning, !o.noBatching, o.logger)
 	s.mu.Lock()
 	s.expiry = time.AfterFunc(time.Until(valid), s.checkExpiry)
 	s.mu.Unlock()
 	if !time.Now().Before(valid) {
 		return giveUp(ReasonSlowGrant)
 	}
-	if !s.keeper.add(s, sentAt.Add(s.renewEvery())) {
+	if !s.keeper.Add(keptSession{s}, sentAt.Add(s.renewEvery())) {
 		return giveUp(ReasonClientClosed)
 	}
 	if s.Err() != nil {
@@ -316,7 +317,7 @@ func (s *Session) detach() {
 	s.detached = true
 	s.mu.Unlock()
 	if !done {
-		s.keeper.remove(s)
+		s.keeper.Remove(keptSession{s})
 	}
 }
 
@@ -418,7 +419,7 @@ func (s *Session) Close() error {
 		s.wg.Wait()
 		stop.Stop()
 		s.stopRevoking()
-		s.keeper.waitStopped()
+		s.keeper.WaitStopped()
 	})
 	return s.closeErr
 }

@@ -24,11 +24,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // errSlotMoved: a key-creating write was refused because its slot's stamp
-// is no longer active on its cluster; the acquisition routes again.
-var errSlotMoved = errors.New("the name's slot moved")
+// is no longer active on its cluster; the acquisition routes again. A
+// refusal: wire.Classify calls it wire.Refused.
+var errSlotMoved = wire.Refusal("the name's slot moved")
 
 // clusterStamps is a cluster session's knowledge of its cluster's stamps.
 type clusterStamps struct {

@@ -2,10 +2,10 @@ package etcdlock
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/etcdlock/etcdlock/internal/testhook"
+	"github.com/etcdlock/etcdlock/internal/wire"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
@@ -56,61 +56,18 @@ func (k *sessionKnobs) RaiseBarrier(ctx context.Context, dir string) error {
 
 func (k *sessionKnobs) BarrierRev(dir string) int64 { return k.book.barrierRev(dir) }
 
-func (k *sessionKnobs) LentConn() (lent, leader bool) {
-	c := k.keeper.lent.Load().conn
-	return c != nil, c != nil && c.at.leader
-}
+func (k *sessionKnobs) LentConn() (lent, leader bool) { return k.keeper.LentConn() }
 
 func (k *sessionKnobs) Lend(cli *clientv3.Client, conn *grpc.ClientConn, addr string) func() {
-	sc := &streamConn{conn: conn, at: endpoint{addr: addr}}
-	sc.open(cli)
-	k.keeper.lend(sc)
-	return sc.retire
+	return k.keeper.LendConn(cli, conn, addr)
 }
 
-func (k *sessionKnobs) BeforeSend(f func(dirs []string)) {
-	b := k.keeper.batch
-	if f == nil {
-		b.beforeSend.Store(nil)
-		return
-	}
-	hook := func(batch []*batchCall) {
-		dirs := make([]string, len(batch))
-		for i, c := range batch {
-			dirs[i] = c.op.dir
-		}
-		f(dirs)
-	}
-	b.beforeSend.Store(&hook)
-}
+func (k *sessionKnobs) BeforeSend(f func(dirs []string)) { k.keeper.Batcher().SetBeforeSend(f) }
+func (k *sessionKnobs) Pending() int                     { return k.keeper.Batcher().Pending() }
+func (k *sessionKnobs) BatchLimits() (int, int)          { return k.keeper.Batcher().Limits() }
 
-func (k *sessionKnobs) Pending() int {
-	b := k.keeper.batch
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pending)
-}
-
-func (k *sessionKnobs) BatchLimits() (int, int) {
-	b := k.keeper.batch
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.maxOps, b.maxBytes
-}
-
-// HoldKeeper holds the keeper (see waitHeld).
-func (k *sessionKnobs) HoldKeeper() func() {
-	kp := k.keeper
-	h := make(chan struct{})
-	kp.held.Store(&h)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			kp.held.CompareAndSwap(&h, nil)
-			close(h)
-		})
-	}
-}
+// HoldKeeper holds the keeper before it next connects (wire.Keeper.Hold).
+func (k *sessionKnobs) HoldKeeper() func() { return k.keeper.Hold() }
 
 // init hands the internals that the tests in the tests module check, other
 // than a session's knobs, to package testhook (see its doc).
@@ -131,31 +88,11 @@ func init() {
 		return encodeValue(identity, value, at, granted, 0, 0)
 	}
 	testhook.DecodeValue = func(b []byte) string { return decodeValue(b).Value }
-	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = attemptTimeout, revokeAttempt, errUnanswered
-	testhook.StreamConn = func(cli *clientv3.Client, conn *grpc.ClientConn) (func() bool, func(), func(), clientv3.KV) {
-		sc := &streamConn{conn: conn}
-		sc.open(cli)
-		return sc.borrow, sc.retire, sc.giveBack, sc.kv
-	}
+	testhook.AttemptTimeout, testhook.RevokeAttempt, testhook.ErrUnanswered = wire.AttemptTimeout, revokeAttempt, wire.ErrUnanswered
+	testhook.StreamConn = wire.TestConn
 	testhook.GrantLease = func(ctx context.Context, cli *clientv3.Client, secs int64) (clientv3.LeaseID, time.Duration, error) {
 		g, err := grantLease(ctx, cli, secs)
 		return g.id, g.ttl, err
 	}
-	testhook.BatchBytes = batchBytes
-}
-
-// waitHeld waits, before the keeper connects, until a test's hold (set by
-// testhook.HoldKeeper; never otherwise) is released; false if the keeper
-// ended first.
-func (k *keeper) waitHeld() bool {
-	h := k.held.Load()
-	if h == nil {
-		return true
-	}
-	select {
-	case <-*h:
-		return true
-	case <-k.ctx.Done():
-		return false
-	}
+	testhook.BatchBytes = wire.BatchBytes
 }

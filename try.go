@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // tryEnqueue writes a key only if the name has no key at all (one Txn; an
@@ -64,19 +66,19 @@ func (q queue) tryEnqueueCounting(ctx context.Context, n int64) (*waiter, error)
 // readFront reads the queue's first n keys (oldest first), retrying until
 // ctx ends while the read fails for a reason that may pass.
 func (q queue) readFront(ctx context.Context, n int64) (*clientv3.GetResponse, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
 		actx, kv, done := q.s.book.attempt(ctx, true)
 		resp, err := kv.Get(actx, q.dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(n))
 		done()
-		switch classify(err) {
-		case applied:
+		switch wire.Classify(err) {
+		case wire.Applied:
 			return resp, nil
-		case leaseGone, refused:
+		case wire.LeaseGone, wire.Refused:
 			return nil, err
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return nil, ctxErr(ctx, err)
 		}
 	}
@@ -110,7 +112,7 @@ func holderName(identity string) string {
 // slot is given up (gone: the reaper retires an uncertain earlier attempt).
 func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*waiter, *mvccpb.KeyValue, error) {
 	sk := q.newKey(value).as(holderOf(ctx))
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
 		bcmp, bput, sent := q.s.book.barrierGuard(q.dir)
 		sg := q.slotGuard()
@@ -140,11 +142,11 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 			}
 			err = serr
 		}
-		switch classify(err) {
-		case leaseGone:
+		switch wire.Classify(err) {
+		case wire.LeaseGone:
 			q.gone(sk)
 			return nil, nil, q.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			q.gone(sk) // this attempt wrote nothing
 			return nil, nil, err
 		}
@@ -160,9 +162,9 @@ func (q queue) tryPut(ctx context.Context, value string, cmps []clientv3.Cmp) (*
 // the key is new; else read the queue's first key, the key and the barrier.
 func (q queue) tryTxn(ctx context.Context, sk slotKey, cmps []clientv3.Cmp, bput, stampRead []clientv3.Op, retry bool) (*clientv3.TxnResponse, error) {
 	key := sk.key
-	return q.s.book.commit(ctx, retry, txnOp{dir: q.dir,
-		cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
-		thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
-		elses: append([]clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
+	return q.s.book.commit(ctx, retry, wire.Txn{Dir: q.dir,
+		Cmps:  append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0)),
+		Thens: append([]clientv3.Op{clientv3.OpPut(key, q.s.value(sk, time.Time{}), clientv3.WithLease(q.s.lease))}, bput...),
+		Elses: append([]clientv3.Op{clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...), clientv3.OpGet(key),
 			clientv3.OpGet(barrierKey(q.dir, q.s.lease), clientv3.WithKeysOnly())}, stampRead...)})
 }

@@ -122,6 +122,19 @@ func (s *Session) recordSend(now time.Time) bool {
 	return true
 }
 
+// keptSession is the session as its keeper sees it (wire.Kept): the
+// validity clock's side of the keepalives, under exported names that are
+// not Session's. Its value is the same for every conversion of one session.
+type keptSession struct{ *Session }
+
+func (k keptSession) RecordSend(now time.Time) bool             { return k.recordSend(now) }
+func (k keptSession) OnAck(ttl int64) (next time.Time, ok bool) { return k.onAck(ttl) }
+func (k keptSession) ResetInflight()                            { k.resetInflight() }
+func (k keptSession) CheckExpiry()                              { k.checkExpiry() }
+
+// Expire ends the session as lost (ErrSessionExpired) for reason.
+func (k keptSession) Expire(reason string) { k.expire(ErrSessionExpired, reason) }
+
 // resetInflight forgets unanswered keepalives (their stream is gone).
 func (s *Session) resetInflight() {
 	s.mu.Lock()

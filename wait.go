@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // futureRevPause is the pause before each retry of a read at a revision the
@@ -118,7 +120,7 @@ type watchResult struct {
 // last revision seen + 1, so no failure costs the waiter its place.
 func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvccpb.KeyValue, error) {
 	var from int64 // 0: a fresh, synced watch with a created notification
-	b := newBackoff(watchFloor, watchCeil)
+	b := wire.NewBackoff(watchFloor, watchCeil)
 	for {
 		wt, moved := w.q.s.book.watcher(ctx, w.ctx.Done())
 		wctx, stop := watchCtx(ctx, moved)
@@ -129,10 +131,10 @@ func (w *waiter) await(ctx context.Context, pol policy, plan watchPlan) ([]*mvcc
 			return r.ahead, err
 		}
 		if r.from > from {
-			b.reset()
+			b.Reset()
 		}
 		from = r.from
-		if !b.waitOr(ctx, w.ctx.Done(), nil) {
+		if !b.WaitOr(ctx, w.ctx.Done(), nil) {
 			return nil, w.ended(ctx)
 		}
 	}
@@ -267,7 +269,7 @@ func (w *waiter) check(ctx context.Context, rev int64, pol policy, plan watchPla
 // compacted revision. When my key is not there the grant is lost; the error
 // then says why (ErrSessionExpired or ErrLockLost).
 func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.KeyValue, error) {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	failed := false // an attempt failed: the next goes over the balanced connection
 	for try := 0; ; try++ {
 		resp, err := w.readAt(ctx, rev, pol, failed)
@@ -285,7 +287,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 			return nil, err
 		}
 		failed = true
-		if classify(err) == refused {
+		if wire.Classify(err) == wire.Refused {
 			return nil, err
 		}
 		if rev > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)) {
@@ -301,7 +303,7 @@ func (w *waiter) read(ctx context.Context, rev int64, pol policy) ([]*mvccpb.Key
 			continue
 		}
 		w.q.s.log.Debug("queue read failed, retrying", zap.String("key", w.key), zap.Error(err))
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return nil, ctxErr(ctx, ctx.Err())
 		}
 	}

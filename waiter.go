@@ -27,6 +27,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // waiter is one acquisition: its key, its place, and the context that ends
@@ -111,10 +113,10 @@ func (w *waiter) abandon(cause error) {
 // a Proclaim, leaves the key without one.
 func (w *waiter) stamp() {
 	w.q.s.goRun(func() {
-		_, err := w.q.s.book.commit(w.ctx, false, txnOp{dir: w.q.dir,
-			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
+		_, err := w.q.s.book.commit(w.ctx, false, wire.Txn{Dir: w.q.dir,
+			Cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev),
 				clientv3.Compare(clientv3.ModRevision(w.key), "=", max(w.rev, w.valueRev))},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
+			Thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
 		if err != nil && w.ctx.Err() == nil {
 			w.q.s.log.Debug("grant stamp not written", zap.String("key", w.key), zap.Error(err))
 		}
@@ -125,23 +127,23 @@ func (w *waiter) stamp() {
 // its create revision), retrying until ctx ends, so that a waiter watching it
 // re-reads.
 func (w *waiter) touch(ctx context.Context) error {
-	b := newBackoff(requestFloor, requestCeil)
+	b := wire.NewBackoff(requestFloor, requestCeil)
 	for retry := false; ; retry = true {
-		resp, err := w.q.s.book.commit(ctx, retry, txnOp{dir: w.q.dir,
-			cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
-			thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
-		switch classify(err) {
-		case applied:
+		resp, err := w.q.s.book.commit(ctx, retry, wire.Txn{Dir: w.q.dir,
+			Cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)},
+			Thens: []clientv3.Op{clientv3.OpPut(w.key, w.q.s.value(w.sk, w.grantedAt), clientv3.WithIgnoreLease())}})
+		switch wire.Classify(err) {
+		case wire.Applied:
 			if resp.Succeeded {
 				return nil
 			}
 			return w.lost()
-		case leaseGone:
+		case wire.LeaseGone:
 			return w.q.s.leaseLost()
-		case refused:
+		case wire.Refused:
 			return err
 		}
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return ctxErr(ctx, ctx.Err())
 		}
 	}

@@ -1,12 +1,11 @@
 package shard
 
 // This file holds the small helpers of the package: the form of its
-// errors, the pause of its retry loops, the default owner of a move.
+// errors, the bounds of the map watch's pause, the default owner of a move.
 
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -27,29 +26,6 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return ctx.Err()
 }
-
-// backoff is the pause between attempts of the map watch: jittered,
-// doubling from floor up to ceil, back at floor after reset.
-type backoff struct{ floor, ceil, next time.Duration }
-
-func newBackoff(floor, ceil time.Duration) *backoff { return &backoff{floor, ceil, floor} }
-
-// wait pauses for the next delay (jittered: 50% to 100% of it) and doubles
-// it; false, early, when ctx ends.
-func (b *backoff) wait(ctx context.Context) bool {
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, b.ceil)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (b *backoff) reset() { b.next = b.floor }
 
 // The bounds of the map watch's pause.
 const (

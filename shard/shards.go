@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Shards is a client's view of a sharded deployment: the slot map and the
@@ -150,7 +151,7 @@ func (r *Shards) dropStale(clusters map[string]Cluster) []*clientv3.Client {
 // away re-reads everything first (what changed meanwhile is then in the
 // read), so no compaction stops it for good.
 func (r *Shards) follow(ctx context.Context, rev int64) {
-	b := newBackoff(watchFloor, watchCeil)
+	b := wire.NewBackoff(watchFloor, watchCeil)
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := r.root.Watch(wctx, layout.Root, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
@@ -179,10 +180,10 @@ func (r *Shards) follow(ctx context.Context, rev int64) {
 				break
 			}
 			rev = nrev
-			b.reset()
+			b.Reset()
 		}
 		cancel()
-		b.wait(ctx)
+		b.Wait(ctx)
 	}
 }
 

@@ -1,4 +1,4 @@
-package etcdlock
+package wire
 
 // This file holds the keeper: one keepalive stream per client, shared by all
 // of the client's sessions and pinned to the etcd leader's endpoint
@@ -8,6 +8,7 @@ package etcdlock
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,30 +29,37 @@ const (
 )
 
 var (
-	errLeaderMoved = sentinel("etcdlock: keepalive endpoint is no longer the leader, or has none")
-	errStalled     = sentinel("etcdlock: keepalive stream stalled")
-	errLeaderFound = sentinel("etcdlock: leader found, re-pinning")
-	errUnanswered  = sentinel("etcdlock: keepalive endpoint failed two status checks")
+	errLeaderMoved = errors.New("etcdlock: keepalive endpoint is no longer the leader, or has none")
+	errStalled     = errors.New("etcdlock: keepalive stream stalled")
+	errLeaderFound = errors.New("etcdlock: leader found, re-pinning")
+	// ErrUnanswered is why the keeper leaves an endpoint that failed two
+	// status checks in a row (the tests look for it).
+	ErrUnanswered = errors.New("etcdlock: keepalive endpoint failed two status checks")
 )
 
-// kept is what the keeper needs of a session (*Session): it owns the
-// validity clock the keepalives feed, and ends itself.
-type kept interface {
+// ReasonClientClosed is the reason the keeper gives Kept.Expire when its
+// client closed (the root's ReasonClientClosed).
+const ReasonClientClosed = "client_closed"
+
+// Kept is what the keeper needs of a session: it owns the validity clock
+// the keepalives feed, and ends itself. A Kept is a map key: comparable,
+// and the same value each time its session is passed.
+type Kept interface {
 	Lease() clientv3.LeaseID
 	TTL() time.Duration
-	// recordSend notes a keepalive sent at now; false once the session
+	// RecordSend notes a keepalive sent at now; false once the session
 	// ended (send nothing).
-	recordSend(now time.Time) bool
-	// onAck takes an acknowledgement with the granted TTL; it returns when
+	RecordSend(now time.Time) bool
+	// OnAck takes an acknowledgement with the granted TTL; it returns when
 	// the next keepalive is due, false once the session ended.
-	onAck(ttl int64) (next time.Time, ok bool)
-	// resetInflight forgets the keepalives sent on a stream that ended.
-	resetInflight()
-	// checkExpiry ends the session if its validity ran out (the wall-clock
+	OnAck(ttl int64) (next time.Time, ok bool)
+	// ResetInflight forgets the keepalives sent on a stream that ended.
+	ResetInflight()
+	// CheckExpiry ends the session if its validity ran out (the wall-clock
 	// sweep, for a clock that jumped).
-	checkExpiry()
-	// expire ends the session (see Session.expire).
-	expire(cause error, reason string)
+	CheckExpiry()
+	// Expire ends the session as lost (expired) for reason.
+	Expire(reason string)
 }
 
 type keeperKey struct {
@@ -60,17 +68,18 @@ type keeperKey struct {
 	batching bool
 }
 
-// keepers holds the running keepers, one per client and pinning mode.
+// keepers holds the running keepers, one per client, pinning and batching
+// mode.
 var keepers = struct {
 	sync.Mutex
-	m map[keeperKey]*keeper
-}{m: map[keeperKey]*keeper{}}
+	m map[keeperKey]*Keeper
+}{m: map[keeperKey]*Keeper{}}
 
-// keeper sends the keepalives of every session of one client over one
-// stream. Sessions register with add and leave with remove; the keeper stops
+// Keeper sends the keepalives of every session of one client over one
+// stream. Sessions register with Add and leave with Remove; the keeper stops
 // when its last session leaves or its client closes (then it ends every
-// session still registered with ErrSessionExpired).
-type keeper struct {
+// session still registered: Kept.Expire with ReasonClientClosed).
+type Keeper struct {
 	key  keeperKey
 	cli  *clientv3.Client
 	log  *zap.Logger
@@ -83,16 +92,16 @@ type keeper struct {
 	held atomic.Pointer[chan struct{}] // tests only: see waitHeld
 
 	// batch is the client's group commit; nil without batching.
-	batch *batcher
+	batch *Batcher
 
 	// lent is what the keeper lends to the queue: the connection the
-	// current stream runs on (see borrow and keyBook.watcher). Never nil;
-	// written by serve.
+	// current stream runs on (see Borrow and Lent). Never nil; written by
+	// serve.
 	lent atomic.Pointer[lending]
 
 	mu       sync.Mutex
-	sessions map[clientv3.LeaseID]kept
-	seq      map[kept]uint64
+	sessions map[clientv3.LeaseID]Kept
+	seq      map[Kept]uint64
 	sched    schedHeap
 	stopped  bool
 	kick     chan struct{}
@@ -103,7 +112,10 @@ type keeper struct {
 	minTTL       time.Duration
 }
 
-func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger) *keeper {
+// AcquireKeeper returns the running keeper of cli for pinned (keepalives to
+// the leader) and batching (group commit), starting one if there is none,
+// and takes a reference to it (Remove drops it).
+func AcquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger) *Keeper {
 	keepers.Lock()
 	defer keepers.Unlock()
 	key := keeperKey{cli, pinned, batching}
@@ -112,11 +124,11 @@ func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger)
 		return k
 	}
 	ctx, cancel := context.WithCancel(cli.Ctx())
-	k := &keeper{
+	k := &Keeper{
 		key: key, cli: cli, log: log, refs: 1,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		sessions: map[clientv3.LeaseID]kept{},
-		seq:      map[kept]uint64{},
+		sessions: map[clientv3.LeaseID]Kept{},
+		seq:      map[Kept]uint64{},
 		kick:     make(chan struct{}, 1),
 	}
 	k.lend(nil)
@@ -128,9 +140,9 @@ func acquireKeeper(cli *clientv3.Client, pinned, batching bool, log *zap.Logger)
 	return k
 }
 
-// add registers s with its first keepalive due at due; false if the keeper
+// Add registers s with its first keepalive due at due; false if the keeper
 // already stopped (its client closed).
-func (k *keeper) add(s kept, due time.Time) bool {
+func (k *Keeper) Add(s Kept, due time.Time) bool {
 	k.mu.Lock()
 	if k.stopped {
 		k.mu.Unlock()
@@ -146,9 +158,9 @@ func (k *keeper) add(s kept, due time.Time) bool {
 	return true
 }
 
-// remove unregisters s and drops the keeper's reference; the last reference
-// stops the keeper (without waiting: see waitStopped).
-func (k *keeper) remove(s kept) {
+// Remove unregisters s and drops the keeper's reference; the last reference
+// stops the keeper (without waiting: see WaitStopped).
+func (k *Keeper) Remove(s Kept) {
 	k.mu.Lock()
 	delete(k.sessions, s.Lease())
 	delete(k.seq, s)
@@ -166,26 +178,29 @@ func (k *keeper) remove(s kept) {
 	}
 }
 
-// waitStopped waits for the keeper's goroutine if the keeper has stopped.
-func (k *keeper) waitStopped() {
+// WaitStopped waits for the keeper's goroutine if the keeper has stopped.
+func (k *Keeper) WaitStopped() {
 	if k.ctx.Err() != nil {
 		<-k.done
 	}
 }
 
-func (k *keeper) wake() {
+// Batcher returns the client's group commit; nil without batching.
+func (k *Keeper) Batcher() *Batcher { return k.batch }
+
+func (k *Keeper) wake() {
 	select {
 	case k.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (k *keeper) pushLocked(s kept, due time.Time) {
+func (k *Keeper) pushLocked(s Kept, due time.Time) {
 	k.seq[s]++
 	heap.Push(&k.sched, schedEntry{due: due, s: s, seq: k.seq[s]})
 }
 
-func (k *keeper) push(s kept, due time.Time) {
+func (k *Keeper) push(s Kept, due time.Time) {
 	k.mu.Lock()
 	if _, ok := k.sessions[s.Lease()]; ok {
 		k.pushLocked(s, due)
@@ -195,7 +210,7 @@ func (k *keeper) push(s kept, due time.Time) {
 }
 
 // popDue returns the sessions whose keepalive is due and when the next one is.
-func (k *keeper) popDue(now time.Time) (due []kept, next time.Time) {
+func (k *Keeper) popDue(now time.Time) (due []Kept, next time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for k.sched.Len() > 0 {
@@ -212,17 +227,17 @@ func (k *keeper) popDue(now time.Time) (due []kept, next time.Time) {
 	return due, now.Add(time.Hour)
 }
 
-func (k *keeper) snapshot() []kept {
+func (k *Keeper) snapshot() []Kept {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make([]kept, 0, len(k.sessions))
+	out := make([]Kept, 0, len(k.sessions))
 	for _, s := range k.sessions {
 		out = append(out, s)
 	}
 	return out
 }
 
-func (k *keeper) run() {
+func (k *Keeper) run() {
 	defer close(k.done)
 	if k.batch != nil {
 		var wg sync.WaitGroup
@@ -233,14 +248,14 @@ func (k *keeper) run() {
 		}()
 		defer wg.Wait()
 	}
-	b := newBackoff(reconnectFloor, reconnectCeil)
+	b := NewBackoff(reconnectFloor, reconnectCeil)
 	for k.ctx.Err() == nil {
 		if !k.waitHeld() {
 			continue
 		}
 		conn, at, owned := k.connect()
 		start := time.Now()
-		sc := &streamConn{conn: conn, at: at}
+		sc := &Conn{conn: conn, at: at}
 		err := k.serve(sc)
 		if owned {
 			sc.retire() // closes conn once no request lent it is in flight
@@ -250,9 +265,9 @@ func (k *keeper) run() {
 		}
 		k.log.Debug("keepalive stream ended", zap.String("endpoint", at.addr), zap.Bool("leader", at.leader), zap.Error(err))
 		if time.Since(start) > 5*time.Second {
-			b.reset()
+			b.Reset()
 		}
-		if !b.wait(k.ctx) {
+		if !b.Wait(k.ctx) {
 			break
 		}
 	}
@@ -261,7 +276,7 @@ func (k *keeper) run() {
 	k.mu.Unlock()
 	if k.cli.Ctx().Err() != nil {
 		for _, s := range k.snapshot() {
-			s.expire(ErrSessionExpired, ReasonClientClosed)
+			s.Expire(ReasonClientClosed)
 		}
 	}
 }
@@ -270,7 +285,7 @@ func (k *keeper) run() {
 // should move (see followLeader), or the keeper stops. Watchdogs that never
 // block on the network cancel the stream's context when it stalls, which
 // also unblocks an opening stream or a Send stuck on flow control.
-func (k *keeper) serve(sc *streamConn) error {
+func (k *Keeper) serve(sc *Conn) error {
 	conn, at := sc.conn, sc.at
 	sctx, scancel := context.WithCancelCause(clientv3.WithRequireLeader(k.ctx))
 	var opened atomic.Bool
@@ -294,13 +309,13 @@ func (k *keeper) serve(sc *streamConn) error {
 		return streamErr(sctx, err)
 	}
 	opened.Store(true)
-	if at.addr != "" && plainClient(k.cli) {
+	if at.addr != "" && PlainClient(k.cli) {
 		sc.open(k.cli)
 		k.lend(sc)
 		defer k.lend(nil) // then run retires sc
 	}
 	for _, s := range k.snapshot() {
-		s.resetInflight()
+		s.ResetInflight()
 		k.push(s, time.Now())
 	}
 	k.mu.Lock()
@@ -318,14 +333,14 @@ func (k *keeper) serve(sc *streamConn) error {
 
 // sendLoop sends each session's keepalive when it is due, until a send or
 // the receiving side fails or the stream's context ends.
-func (k *keeper) sendLoop(sctx context.Context, stream pb.Lease_LeaseKeepAliveClient, recvErr <-chan error) error {
+func (k *Keeper) sendLoop(sctx context.Context, stream pb.Lease_LeaseKeepAliveClient, recvErr <-chan error) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		now := time.Now()
 		due, next := k.popDue(now)
 		for _, s := range due {
-			if !s.recordSend(now) {
+			if !s.RecordSend(now) {
 				continue
 			}
 			k.mu.Lock()
@@ -362,7 +377,7 @@ func streamErr(sctx context.Context, err error) error {
 // watchdog ends the stream when it does not open in time or stalls, and
 // checks every session's validity on the wall clock once a second (Go's
 // monotonic clock stops while the machine is suspended).
-func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, opened *atomic.Bool, start time.Time) {
+func (k *Keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, opened *atomic.Bool, start time.Time) {
 	tick := time.NewTicker(watchdogTick)
 	defer tick.Stop()
 	lastSweep := start
@@ -382,7 +397,7 @@ func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, op
 			if now.Sub(lastSweep) >= wallSweep {
 				lastSweep = now
 				for _, s := range k.snapshot() {
-					s.checkExpiry()
+					s.CheckExpiry()
 				}
 			}
 		}
@@ -392,7 +407,7 @@ func (k *keeper) watchdog(sctx context.Context, stop context.CancelCauseFunc, op
 // stallLimit is how long requests may go unanswered (or a stream take to
 // open) before the stream is replaced: a fifth of the shortest TTL, at least
 // 500ms.
-func (k *keeper) stallLimit() time.Duration {
+func (k *Keeper) stallLimit() time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return max(minStall, k.minTTL/5)
@@ -400,7 +415,7 @@ func (k *keeper) stallLimit() time.Duration {
 
 // stalled reports a stream on which requests have gone unanswered for the
 // stall limit: the path or member is dead even if TCP has not noticed yet.
-func (k *keeper) stalled(now time.Time) error {
+func (k *Keeper) stalled(now time.Time) error {
 	limit := k.stallLimit()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -410,7 +425,7 @@ func (k *keeper) stalled(now time.Time) error {
 	return nil
 }
 
-func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
+func (k *Keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -426,7 +441,7 @@ func (k *keeper) recvLoop(stream pb.Lease_LeaseKeepAliveClient) error {
 		if s == nil {
 			continue
 		}
-		if next, ok := s.onAck(resp.TTL); ok {
+		if next, ok := s.OnAck(resp.TTL); ok {
 			k.push(s, next)
 		}
 	}

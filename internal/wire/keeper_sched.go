@@ -1,4 +1,4 @@
-package etcdlock
+package wire
 
 // This file holds the keeper's schedule: the sessions' keepalives by the
 // time they are due (a heap; a session's entry is stale once its seq
@@ -10,7 +10,7 @@ import "time"
 // schedule generation when it was pushed.
 type schedEntry struct {
 	due time.Time
-	s   kept
+	s   Kept
 	seq uint64
 }
 

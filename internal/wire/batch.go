@@ -1,4 +1,4 @@
-package etcdlock
+package wire
 
 // This file holds group commit: a client's batcher sends the queue's writes
 // of all the client's sessions as nested Txns of one outer Txn, so many
@@ -27,13 +27,14 @@ const (
 	batchBytes = 1 << 20
 )
 
-// errBatcherStopped: the batcher stopped before the write was sent.
-var errBatcherStopped = sentinel("etcdlock: batcher stopped")
+// ErrBatcherStopped: the batcher stopped before the write was sent (the
+// caller sends it itself).
+var ErrBatcherStopped = errors.New("etcdlock: batcher stopped")
 
-// batcher is the group commit of one keeper's client. Its goroutine (run)
-// is owned by the keeper. It is safe for concurrent use.
-type batcher struct {
-	k *keeper // for the leader's connection
+// Batcher is the group commit of one keeper's client (Keeper.Batcher). Its
+// goroutine (run) is owned by the keeper. It is safe for concurrent use.
+type Batcher struct {
+	k *Keeper // for the leader's connection
 
 	mu       sync.Mutex
 	pending  []*batchCall   // not yet sent, oldest first
@@ -52,20 +53,20 @@ type batcher struct {
 
 // batchCall is one write waiting for its answer.
 type batchCall struct {
-	op   txnOp
-	obs  Observer // the writing session's
-	size int
-	sent bool // taken into a batch (guarded by batcher.mu)
-	done chan struct{}
-	resp *clientv3.TxnResponse
-	err  error
+	op      Txn
+	batched func(size int) // the writing session's report of its batch's size
+	size    int
+	sent    bool // taken into a batch (guarded by the batcher's mu)
+	done    chan struct{}
+	resp    *clientv3.TxnResponse
+	err     error
 }
 
-func newBatcher(k *keeper) *batcher {
-	return &batcher{k: k, waiting: map[string]int{}, flying: map[string]int{}, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
+func newBatcher(k *Keeper) *Batcher {
+	return &Batcher{k: k, waiting: map[string]int{}, flying: map[string]int{}, maxOps: batchOps, maxBytes: batchBytes, kick: make(chan struct{}, 1)}
 }
 
-// do sends op and returns its answer: at once, from this goroutine, when no
+// Do sends op and returns its answer: at once, from this goroutine, when no
 // batch is in flight; else in the next batch, unless a write of its queue
 // is in flight or waits for the next batch: then alone, at once. Never two
 // writes of one queue in a batch: all keys created in one Txn share its revision, so two grants
@@ -73,21 +74,22 @@ func newBatcher(k *keeper) *batcher {
 // release and the next enqueue of a reused slot name write the same key,
 // which etcd refuses in one Txn. (Sent alone, a hot lock's writes, its
 // release and the waiters' enqueues, do not wait for each other's batches
-// either: the hand-off is not delayed.) A LockAll's write (op.dirs) is
+// either: the hand-off is not delayed.) A LockAll's write (op.Dirs) is
 // always sent alone, at once, and counts in flight for each of its queues: a
 // nested Txn may use only the operations its parent leaves, and a LockAll
 // carries up to three per name. When ctx ends
 // before op was sent, it is never sent (ctx's error); after, its outcome is
-// unknown. It returns errBatcherStopped, without sending, once the batcher
-// stopped.
-func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.TxnResponse, error) {
-	c := &batchCall{op: op, obs: obs, size: op.size(), done: make(chan struct{})}
+// unknown. It returns ErrBatcherStopped, without sending, once the batcher
+// stopped. Once op was sent, Do calls batched with the number of writes of
+// its batch (the session's Observer.Batched).
+func (b *Batcher) Do(ctx context.Context, op Txn, batched func(size int)) (*clientv3.TxnResponse, error) {
+	c := &batchCall{op: op, batched: batched, size: op.size(), done: make(chan struct{})}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		return nil, errBatcherStopped
+		return nil, ErrBatcherStopped
 	}
-	if op.dirs != nil || b.waiting[op.dir] > 0 || b.flying[op.dir] > 0 {
+	if op.Dirs != nil || b.waiting[op.Dir] > 0 || b.flying[op.Dir] > 0 {
 		b.fly(c)
 		b.mu.Unlock()
 		b.send(ctx, []*batchCall{c})
@@ -104,7 +106,7 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 		return c.resp, c.err
 	}
 	b.pending = append(b.pending, c)
-	b.waiting[op.dir]++
+	b.waiting[op.Dir]++
 	ready := len(b.pending) >= b.maxOps || b.inflight == 0
 	b.mu.Unlock()
 	if ready {
@@ -135,10 +137,10 @@ func (b *batcher) do(ctx context.Context, obs Observer, op txnOp) (*clientv3.Txn
 }
 
 // run sends batches until ctx ends; then the writes not sent are answered
-// errBatcherStopped (their callers send them themselves). A batch leaves
+// ErrBatcherStopped (their callers send them themselves). A batch leaves
 // when the one in flight returns, or at once when it is full; each is sent
 // from a goroutine run owns.
-func (b *batcher) run(ctx context.Context) {
+func (b *Batcher) run(ctx context.Context) {
 	var sends sync.WaitGroup
 	defer sends.Wait()
 	for {
@@ -152,7 +154,7 @@ func (b *batcher) run(ctx context.Context) {
 			clear(b.waiting)
 			b.mu.Unlock()
 			for _, c := range rest {
-				c.answer(nil, errBatcherStopped, 0)
+				c.answer(nil, ErrBatcherStopped, 0)
 			}
 			return
 		}
@@ -169,13 +171,13 @@ func (b *batcher) run(ctx context.Context) {
 }
 
 // fly marks c sent, in flight. b.mu is held.
-func (b *batcher) fly(c *batchCall) {
+func (b *Batcher) fly(c *batchCall) {
 	c.sent = true
 	c.op.each(func(dir string) { b.flying[dir]++ })
 }
 
 // landed counts the writes of batch out of flight.
-func (b *batcher) landed(batch []*batchCall) {
+func (b *Batcher) landed(batch []*batchCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, c := range batch {
@@ -188,15 +190,15 @@ func (b *batcher) landed(batch []*batchCall) {
 }
 
 // unwait counts c out of pending. b.mu is held.
-func (b *batcher) unwait(c *batchCall) {
-	if b.waiting[c.op.dir]--; b.waiting[c.op.dir] <= 0 {
-		delete(b.waiting, c.op.dir)
+func (b *Batcher) unwait(c *batchCall) {
+	if b.waiting[c.op.Dir]--; b.waiting[c.op.Dir] <= 0 {
+		delete(b.waiting, c.op.Dir)
 	}
 }
 
 // idle ends a batch in flight, and wakes run for the writes that came
 // meanwhile.
-func (b *batcher) idle() {
+func (b *Batcher) idle() {
 	b.mu.Lock()
 	b.inflight--
 	more := len(b.pending) > 0
@@ -206,7 +208,7 @@ func (b *batcher) idle() {
 	}
 }
 
-func (b *batcher) wake() {
+func (b *Batcher) wake() {
 	select {
 	case b.kick <- struct{}{}:
 	default:
@@ -218,7 +220,7 @@ func (b *batcher) wake() {
 // within maxBytes. Pending never holds two
 // writes of one queue (do sends the second alone), so neither does a batch.
 // A write passed over keeps its place for the next batch.
-func (b *batcher) take() []*batchCall {
+func (b *Batcher) take() []*batchCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 || (b.inflight > 0 && len(b.pending) < b.maxOps) {
@@ -248,7 +250,7 @@ func (b *batcher) take() []*batchCall {
 // permission, too many operations, too large), nothing of it was applied:
 // it splits the batch and sends the halves, so that each write gets its own
 // answer. An unknown outcome is every write's.
-func (b *batcher) send(ctx context.Context, batch []*batchCall) {
+func (b *Batcher) send(ctx context.Context, batch []*batchCall) {
 	if h := b.beforeSend.Load(); h != nil {
 		(*h)(batch)
 	}
@@ -279,20 +281,20 @@ func (b *batcher) send(ctx context.Context, batch []*batchCall) {
 // commit sends one batch over the keeper's connection while it lends one,
 // else the client's: a lone write as a Txn of its own, more as nested Txns
 // of one.
-func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.TxnResponse, error) {
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+func (b *Batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.TxnResponse, error) {
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
 	var kv clientv3.KV = b.k.cli
-	if lc := b.k.borrow(); lc != nil {
-		defer lc.giveBack()
+	if lc := b.k.Borrow(); lc != nil {
+		defer lc.GiveBack()
 		kv = lc.kv
 	}
 	if len(batch) == 1 {
-		return batch[0].op.send(actx, kv)
+		return batch[0].op.Send(actx, kv)
 	}
 	ops := make([]clientv3.Op, len(batch))
 	for i, c := range batch {
-		ops[i] = clientv3.OpTxn(c.op.cmps, c.op.thens, c.op.elses)
+		ops[i] = clientv3.OpTxn(c.op.Cmps, c.op.Thens, c.op.Elses)
 	}
 	return kv.Txn(actx).Then(ops...).Commit()
 }
@@ -300,8 +302,8 @@ func (b *batcher) commit(ctx context.Context, batch []*batchCall) (*clientv3.Txn
 // splittable reports a refusal of a whole batch that may concern only some
 // of its writes: nothing of the batch was applied.
 func splittable(err error) bool {
-	switch classify(err) {
-	case leaseGone, refused:
+	switch Classify(err) {
+	case LeaseGone, Refused:
 		return true
 	}
 	return false
@@ -312,7 +314,7 @@ func splittable(err error) bool {
 // that concerns one write (its lease, a permission, credentials) changes nothing; any
 // other (a server that refuses nested Txns) halves the writes per batch, so
 // that it falls back to one request per write.
-func (b *batcher) shrink(err error, batch []*batchCall) {
+func (b *Batcher) shrink(err error, batch []*batchCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -322,7 +324,7 @@ func (b *batcher) shrink(err error, batch []*batchCall) {
 			size += c.size
 		}
 		b.maxBytes = max(1, min(b.maxBytes, size/2))
-	case classify(err) == leaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
+	case Classify(err) == LeaseGone || codeOf(err) == codes.PermissionDenied || codeOf(err) == codes.Unauthenticated:
 	default: // too many operations, or nested Txns refused
 		b.maxOps = max(1, min(b.maxOps, len(batch)/2))
 	}
@@ -332,7 +334,7 @@ func (b *batcher) shrink(err error, batch []*batchCall) {
 // was sent).
 func (c *batchCall) answer(resp *clientv3.TxnResponse, err error, size int) {
 	if size > 0 {
-		c.obs.Batched(size)
+		c.batched(size)
 	}
 	c.resp, c.err = resp, err
 	close(c.done)

@@ -1,9 +1,9 @@
-package etcdlock
+package wire
 
 // This file holds the keeper's connection: which endpoint the keepalive
 // stream runs on (with pinning, the leader's, or a member's that answers when
 // the leader's does not), when it must move, and the lending of that
-// connection to the queue's writes, hand-off reads and watches (streamConn).
+// connection to the queue's writes, hand-off reads and watches (Conn).
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type endpoint struct {
 // the data), or to a member that answered and knows a leader when the
 // leader's endpoint does not answer; else (or while no member answers) the
 // client's balanced one.
-func (k *keeper) connect() (conn *grpc.ClientConn, at endpoint, owned bool) {
+func (k *Keeper) connect() (conn *grpc.ClientConn, at endpoint, owned bool) {
 	if k.key.pinned {
 		if at = k.findEndpoint(); at.addr != "" {
 			c, err := k.cli.Dial(at.addr)
@@ -57,7 +57,7 @@ func (k *keeper) connect() (conn *grpc.ClientConn, at endpoint, owned bool) {
 // has answered or failed, fallbackWait after that answer, or at
 // statusTimeout, whichever comes first; and the zero endpoint when no member
 // answered with a leader. It waits for its status calls before it returns.
-func (k *keeper) findEndpoint() endpoint {
+func (k *Keeper) findEndpoint() endpoint {
 	eps := k.cli.Endpoints()
 	ctx, cancel := context.WithTimeout(k.ctx, statusTimeout)
 	answers := make(chan endpoint, len(eps))
@@ -98,7 +98,7 @@ func (k *keeper) findEndpoint() endpoint {
 // askStatus asks the member behind ep for its status. It returns ep when the
 // member answered and knows a leader (leader: it is the leader), else the
 // zero endpoint.
-func (k *keeper) askStatus(ctx context.Context, ep string) endpoint {
+func (k *Keeper) askStatus(ctx context.Context, ep string) endpoint {
 	conn, err := k.cli.Dial(ep)
 	if err != nil {
 		return endpoint{}
@@ -111,12 +111,12 @@ func (k *keeper) askStatus(ctx context.Context, ep string) endpoint {
 	return endpoint{addr: ep, leader: resp.Leader == resp.Header.MemberId}
 }
 
-// streamConn is a connection the keeper dialed for its stream, and (kv !=
-// nil) lends to the queue's requests and watches while the stream runs on it
-// (see keeper.lend). It is closed once it is retired and no request that
+// Conn is a connection the keeper dialed for its stream, and (kv != nil)
+// lends to the queue's requests and watches while the stream runs on it
+// (see Keeper.lend). It is closed once it is retired and no request that
 // borrowed it is in flight, so a stream that ends (the leader moved, the last
 // session left) never cuts a request short.
-type streamConn struct {
+type Conn struct {
 	conn    *grpc.ClientConn
 	at      endpoint
 	kv      clientv3.KV
@@ -129,14 +129,14 @@ type streamConn struct {
 
 // open makes the KV and Watcher of the queue's requests and watches on c's
 // connection, as cli's own are made.
-func (c *streamConn) open(cli *clientv3.Client) {
+func (c *Conn) open(cli *clientv3.Client) {
 	c.kv = clientv3.NewKVFromKVClient(pb.NewKVClient(c.conn), cli)
 	c.watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(c.conn), cli)
 }
 
-// borrow lends the connection; giveBack is to be called when the request is
+// borrow lends the connection; GiveBack is to be called when the request is
 // done. ok is false once the connection is retired.
-func (c *streamConn) borrow() (ok bool) {
+func (c *Conn) borrow() (ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.retired {
@@ -146,7 +146,15 @@ func (c *streamConn) borrow() (ok bool) {
 	return true
 }
 
-func (c *streamConn) giveBack() {
+// KV is the connection's KV, for the request that borrowed it.
+func (c *Conn) KV() clientv3.KV { return c.kv }
+
+// Watcher is the connection's Watcher (watches are not borrowed: see
+// retire).
+func (c *Conn) Watcher() clientv3.Watcher { return c.watcher }
+
+// GiveBack ends a borrow: the request is done.
+func (c *Conn) GiveBack() {
 	c.mu.Lock()
 	c.users--
 	last := c.retired && c.users == 0
@@ -161,9 +169,9 @@ func (c *streamConn) giveBack() {
 // borrowed: one on a connection to a dead member would never end (a
 // single-endpoint connection redials that member forever), so retiring ends
 // them and their waiters re-open them, from the last revision seen + 1, on
-// the keeper's next connection (see keyBook.watcher). A borrowed request is
+// the keeper's next connection (see Keeper.Lent). A borrowed request is
 // bounded by its attempt timeout.
-func (c *streamConn) retire() {
+func (c *Conn) retire() {
 	c.mu.Lock()
 	c.retired = true
 	idle := c.users == 0
@@ -176,19 +184,19 @@ func (c *streamConn) retire() {
 	}
 }
 
-func (c *streamConn) close() { _ = c.conn.Close() }
+func (c *Conn) close() { _ = c.conn.Close() }
 
 // lending is what the keeper lends: the connection its stream runs on (nil
 // while there is none, or while the stream runs on the client's balanced
 // connection), and a channel that is closed when that changes.
 type lending struct {
-	conn  *streamConn
+	conn  *Conn
 	moved chan struct{}
 }
 
 // lend makes c (nil: none) what the keeper lends, and tells every watch
 // opened on the previous one to move.
-func (k *keeper) lend(c *streamConn) {
+func (k *Keeper) lend(c *Conn) {
 	old := k.lent.Swap(&lending{conn: c, moved: make(chan struct{})})
 	if old != nil {
 		close(old.moved)
@@ -200,17 +208,17 @@ var (
 	plainWatcherType = reflect.TypeOf(clientv3.NewWatchFromWatchClient(nil, nil))
 )
 
-// plainClient reports whether cli.KV and cli.Watcher are the client's own,
+// PlainClient reports whether cli.KV and cli.Watcher are the client's own,
 // not wrappers such as a namespace (which requests on another connection
 // would bypass).
-func plainClient(cli *clientv3.Client) bool {
+func PlainClient(cli *clientv3.Client) bool {
 	return cli.KV != nil && reflect.TypeOf(cli.KV) == plainKVType &&
 		cli.Watcher != nil && reflect.TypeOf(cli.Watcher) == plainWatcherType
 }
 
-// borrow lends the connection the keeper's stream runs on (the borrower
-// calls its giveBack when the request is done; watches are not borrowed, see
-// streamConn.retire), or returns nil when the keeper lends none right now.
+// Borrow lends the connection the keeper's stream runs on (the borrower
+// calls its GiveBack when the request is done; watches are not borrowed, see
+// Conn.retire), or returns nil when the keeper lends none right now.
 // That connection leads to the etcd leader whenever the leader's endpoint
 // answers: a write sent to a follower is forwarded to the leader and
 // answered only after the follower applies it too; sent to the leader it
@@ -222,18 +230,27 @@ func plainClient(cli *clientv3.Client) bool {
 // that does, which is still a path known to work. A connection stays open
 // while lent; when its member fails, requests fail like any request of
 // unknown outcome and are retried on the balanced connection.
-func (k *keeper) borrow() *streamConn {
+func (k *Keeper) Borrow() *Conn {
 	if c := k.lent.Load().conn; c != nil && c.borrow() {
 		return c
 	}
 	return nil
 }
 
+// Lent returns the connection the keeper lends now (nil: none, while it
+// finds the next one, or while its stream runs on the client's balanced
+// connection) for the queue's watches, and a channel that is closed when
+// that changes.
+func (k *Keeper) Lent() (c *Conn, moved <-chan struct{}) {
+	l := k.lent.Load()
+	return l.conn, l.moved
+}
+
 // followLeader ends the stream when it should move: its member is no longer
 // the leader or lost its leader (errLeaderMoved), it failed two status checks
-// in a row (errUnanswered), or, while the stream runs on a follower or the
+// in a row (ErrUnanswered), or, while the stream runs on a follower or the
 // balanced connection, the leader's endpoint answers again (errLeaderFound).
-func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, at endpoint) {
+func (k *Keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc, conn *grpc.ClientConn, at endpoint) {
 	if !k.key.pinned {
 		return
 	}
@@ -256,7 +273,7 @@ func (k *keeper) followLeader(sctx context.Context, stop context.CancelCauseFunc
 // checkEndpoint is one check of followLeader: the error to end the stream
 // with, or nil. failures counts the status checks of conn that failed in a
 // row.
-func (k *keeper) checkEndpoint(sctx context.Context, conn *grpc.ClientConn, at endpoint, failures *int) error {
+func (k *Keeper) checkEndpoint(sctx context.Context, conn *grpc.ClientConn, at endpoint, failures *int) error {
 	if at.addr == "" {
 		if k.findEndpoint().addr != "" {
 			return errLeaderFound
@@ -278,7 +295,7 @@ func (k *keeper) checkEndpoint(sctx context.Context, conn *grpc.ClientConn, at e
 		// queue's requests too, so do not wait for the stall watchdog
 		// (which needs a keepalive in flight).
 		if *failures++; *failures >= 2 {
-			return errUnanswered
+			return ErrUnanswered
 		}
 	}
 	return nil
