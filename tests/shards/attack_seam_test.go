@@ -26,7 +26,7 @@ type lateKind struct {
 	// retried while held: the write is sent only after the link is
 	// restored, with the stamp it knew before the move.
 	try, readFirst bool
-	acquire func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error)
+	acquire        func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error)
 }
 
 var runID atomic.Int64
