@@ -118,6 +118,13 @@ func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls 
 	}
 	switch {
 	case s.router != nil:
+		// Before routing, which may wait for a move that waits for the
+		// caller's own grant (see routed).
+		for _, q := range qs {
+			if err = q.wouldDeadlock(ctx); err != nil {
+				return nil, nil, q.errorf(err)
+			}
+		}
 		err = routeAll(ctx, s, qs, try)
 	case s.member:
 		err = qs[0].errorf(errShardMember)

@@ -247,6 +247,12 @@ func routed[T any](ctx context.Context, s *Session, name, tag, verb string, try 
 		if err != nil {
 			return zero, err
 		}
+		// Before routing: route may wait for a move of the slot, which
+		// waits for the caller's own grant of the name (ErrWouldDeadlock
+		// must come at once; admit checks again on the cluster session).
+		if err := q.wouldDeadlock(ctx); err != nil {
+			return zero, q.errorf(err)
+		}
 		if q.s, err = s.route(ctx, name, try); err != nil {
 			return zero, q.errorf(err)
 		}
