@@ -490,3 +490,58 @@ func TestAttackRunAcrossForcedMove(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackRunAcrossClusterLoss: Mutex.Run and Election.Run of a
+// shard.Session hold on c0; the lease of its c0 cluster session is revoked
+// from outside. Each Run must see the grant lost and hold again, on a new
+// cluster session (another lease), without ending.
+func TestAttackRunAcrossClusterLoss(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, 2*time.Minute)
+	r := d.newShards(t)
+	for _, kind := range []string{"Mutex.Run", "Election.Run"} {
+		t.Run(kind, func(t *testing.T) {
+			s := session(t, r, etcdlock.WithTTL(5*time.Second))
+			name := d.nameOn(t, "c0")
+			keys := make(chan string, 10)
+			rctx, stop := context.WithCancel(ctx)
+			defer stop()
+			done := make(chan error, 1)
+			go func() {
+				if kind == "Mutex.Run" {
+					done <- s.NewMutex(name).Run(rctx, func(ctx context.Context, l *etcdlock.Lock) error {
+						keys <- l.Key()
+						<-ctx.Done()
+						return ctx.Err()
+					})
+					return
+				}
+				done <- s.NewElection(name).Run(rctx, "v", func(ctx context.Context) error {
+					l, _ := etcdlock.LeadershipFromContext(ctx)
+					keys <- l.Key()
+					<-ctx.Done()
+					return ctx.Err()
+				})
+			}()
+			first := <-keys
+			lease := d.leaseOf(t, "c0", first)
+			if _, err := d.clients["c0"].Revoke(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case second := <-keys:
+				if l2 := d.leaseOf(t, "c0", second); l2 == lease {
+					t.Fatalf("held again under the revoked lease %x", lease)
+				}
+			case err := <-done:
+				t.Fatalf("Run ended after its cluster session was lost: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run never held again after its cluster session was lost")
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}
