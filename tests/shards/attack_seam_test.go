@@ -545,3 +545,54 @@ func TestAttackRunAcrossClusterLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackCloseDuringFirstUse: Close of a shard.Session races with the
+// first acquisitions on both clusters (their cluster sessions being
+// opened). After Close returns and the acquisitions end, no key and no
+// lease of the Session is left on either cluster.
+func TestAttackCloseDuringFirstUse(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, 2*time.Minute)
+	r := d.newShards(t)
+	before := map[string]map[clientv3.LeaseID]bool{"c0": d.leases(t, "c0"), "c1": d.leases(t, "c1")}
+	for round := 0; round < 5; round++ {
+		s, err := shard.NewSession(ctx, r, etcdlock.WithTTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			name := d.nameOn(t, d.ids[i%2])
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				if i%2 == 0 {
+					_, _ = s.NewMutex(name).Lock(actx)
+				} else {
+					_, _ = s.NewElection(name).Leader(actx) // opens a cluster session too
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round*3) * time.Millisecond)
+		if err := s.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+		wg.Wait()
+	}
+	for _, id := range d.ids {
+		waitFor(t, 10*time.Second, "no key and no lease of the closed sessions on "+id, func() bool {
+			resp, err := d.clients[id].Get(ctx, testhook.KeyRoot, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil || resp.Count != 0 {
+				return false
+			}
+			for l := range d.leases(t, id) {
+				if !before[id][l] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
