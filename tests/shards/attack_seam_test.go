@@ -596,3 +596,43 @@ func TestAttackCloseDuringFirstUse(t *testing.T) {
 		})
 	}
 }
+
+// userRouter is a Router a user writes: every slot on one cluster.
+type userRouter struct {
+	id  string
+	cli *clientv3.Client
+}
+
+func (u userRouter) Owner(int) (string, <-chan struct{}, error) { return u.id, nil, nil }
+func (u userRouter) Client(context.Context, string) (*clientv3.Client, error) {
+	return u.cli, nil
+}
+func (u userRouter) Moving(int) bool { return false }
+
+// TestAttackRoutedSessionIsPublic: DESIGN.md says the routed *Session "is
+// never handed to users", so that the root's Session has one contract
+// (one lease, lost when that lease is). But NewRoutedSession and Router are
+// exported: a user who writes a Router (a few lines) gets a *Session whose
+// Lease is 0, which is not lost when the lease its grant is under is
+// revoked, and which every API taking a *Session accepts
+// (NewSessionHealth then reports "ok: session 0").
+func TestAttackRoutedSessionIsPublic(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	s, err := etcdlock.NewRoutedSession(ctx, d.clients["c0"], userRouter{"c0", d.clients["c0"]}, etcdlock.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatalf("a user's NewRoutedSession: %v", err)
+	}
+	defer s.Close()
+	l, err := etcdlock.NewMutex(s, d.nameOn(t, "c0")).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock on a user's routed session: %v", err)
+	}
+	if _, err := d.clients["c0"].Revoke(ctx, d.leaseOf(t, "c0", l.Key())); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Context().Done()
+	time.Sleep(200 * time.Millisecond)
+	t.Errorf("a *etcdlock.Session made through the public seam: Lease %x, Err %v after the lease of its grant was revoked (grant: %v)",
+		int64(s.Lease()), s.Err(), context.Cause(l.Context()))
+}
