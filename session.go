@@ -40,7 +40,7 @@ type Session struct {
 	keeper   *keeper
 	tune     *tuning
 	book     *keyBook // its keys and requests (book.go)
-	// router is set on a routed session (NewRoutedSession, the seam for
+	// router is set on a routed session (newRoutedSession, the seam for
 	// package shard), which holds no lease: its acquisitions go to its
 	// sessions on each cluster (route.go). nil on every other session.
 	router *routing

@@ -1,7 +1,7 @@
 package shard
 
 // This file holds the sharded session, and the router it gives the core
-// (etcdlock.Router, the one seam between package etcdlock and this one).
+// (seam.Router, the one seam between package etcdlock and this one).
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/seam"
 )
 
 // MaxLockAllNames is the most names one LockAll or TryLockAll of a Session
@@ -41,7 +42,7 @@ const MaxLockAllNames = 32
 //
 // A Session is safe for concurrent use.
 type Session struct {
-	s *etcdlock.Session // the core's routed session (etcdlock.NewRoutedSession)
+	s *etcdlock.Session // the core's routed session (seam.NewRoutedSession)
 }
 
 // NewSession returns a session whose names live on the clusters of r, each
@@ -53,11 +54,15 @@ func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) 
 	if r == nil {
 		return nil, newError("new session", "", fmt.Errorf("%w: nil shards", etcdlock.ErrInvalidArgument))
 	}
-	s, err := etcdlock.NewRoutedSession(ctx, r.root, router{r}, opts...)
+	anyOpts := make([]any, len(opts))
+	for i, o := range opts {
+		anyOpts[i] = o
+	}
+	s, err := seam.NewRoutedSession(ctx, r.root, router{r}, anyOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{s: s}, nil
+	return &Session{s: s.(*etcdlock.Session)}, nil
 }
 
 // NewMutex returns the mutex called name on s (see etcdlock.NewMutex).
@@ -125,7 +130,7 @@ func (s *Session) Err() error { return s.s.Err() }
 // return the first call's result.
 func (s *Session) Close() error { return s.s.Close() }
 
-// router is the etcdlock.Router of a Session: the map of r.
+// router is the seam.Router of a Session: the map of r.
 type router struct{ r *Shards }
 
 func (rt router) Owner(slot int) (string, <-chan struct{}, error) {
