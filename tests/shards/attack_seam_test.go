@@ -635,3 +635,58 @@ func TestAttackRoutedSessionIsPublic(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackAdoptAcrossRaise: a Lock's enqueue Txn is applied, but the
+// session takes its outcome for unknown (the hook replaces the answer by a
+// timeout); before the retry the cluster's generation is raised. The retry
+// finds its key and adopts it: the token must carry the generation the key
+// was written under (what Describe reports, and what Break takes), and the
+// next grant, under the raised generation, a higher token.
+func TestAttackAdoptAcrossRaise(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, time.Minute)
+	s := session(t, d.newShards(t))
+	name := d.nameOn(t, "c0")
+	m := s.NewMutex(name)
+	first := mustLock(t, m)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var raised int64
+	testhook.SetHook(s, func(p testhook.Point, err error) error {
+		if p == testhook.Enqueued && err == nil {
+			once.Do(func() {
+				g, rerr := d.admin.RaiseGeneration(ctx, "c0")
+				if rerr != nil {
+					t.Error(rerr)
+				}
+				raised = g
+				err = context.DeadlineExceeded
+			})
+		}
+		return err
+	})
+	adopted := mustLock(t, m)
+	testhook.SetHook(s, nil)
+	if adopted.Token().Generation() != first.Token().Generation() || raised <= first.Token().Generation() {
+		t.Errorf("adopted token %v (generation %d); before %v (generation %d); raised to %d",
+			adopted.Token(), adopted.Token().Generation(), first.Token(), first.Token().Generation(), raised)
+	}
+	st, err := etcdlock.Describe(ctx, d.clients["c0"], name)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != adopted.Token() {
+		t.Errorf("Describe of the adopted grant: %+v, %v; want token %v", st, err, adopted.Token())
+	}
+	if err := etcdlock.Break(ctx, d.clients["c0"], name, adopted.Token()); err != nil {
+		t.Errorf("Break of the adopted grant: %v", err)
+	}
+	select {
+	case <-adopted.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broken grant's context never ended")
+	}
+	next := mustLock(t, m)
+	if next.Token().Generation() != raised || next.Token() <= adopted.Token() {
+		t.Errorf("next token %v (generation %d) after the adopted %v; raised to %d", next.Token(), next.Token().Generation(), adopted.Token(), raised)
+	}
+}
