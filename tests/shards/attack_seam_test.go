@@ -690,3 +690,52 @@ func TestAttackAdoptAcrossRaise(t *testing.T) {
 		t.Errorf("next token %v (generation %d) after the adopted %v; raised to %d", next.Token(), next.Token().Generation(), adopted.Token(), raised)
 	}
 }
+
+// TestAttackMemberKillRestart: a shard.Session holds a name on c1 (one
+// member) and one on c0. c1's member is killed: only c1's grant is lost
+// (the Session and c0's grant are not). Once it is restarted, the next
+// acquisition on c1 opens a new cluster session and is granted, with a
+// token above the lost one; Close then leaves no key on either cluster.
+func TestAttackMemberKillRestart(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := testCtx(t, 2*time.Minute)
+	r := d.newShards(t)
+	s, err := shard.NewSession(ctx, r, etcdlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n0, n1 := d.nameOn(t, "c0"), d.nameOn(t, "c1")
+	kept := mustLock(t, s.NewMutex(n0))
+	lost := mustLock(t, s.NewMutex(n1))
+	m := d.clusters[1].Members()[0]
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost.Context().Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the grant on the killed cluster is still held after 30 s")
+	}
+	if s.Err() != nil || kept.Context().Err() != nil {
+		t.Fatalf("after c1's loss: Session %v, c0's grant %v", s.Err(), context.Cause(kept.Context()))
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.NewMutex(n1).Lock(testCtx(t, 60*time.Second))
+	if err != nil {
+		t.Fatalf("lock on c1 after its restart: %v", err)
+	}
+	if again.Token() <= lost.Token() {
+		t.Fatalf("token %v after the lost %v", again.Token(), lost.Token())
+	}
+	if err := s.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	for _, id := range d.ids {
+		waitFor(t, 15*time.Second, "no key left on "+id, func() bool {
+			resp, err := d.clients[id].Get(ctx, testhook.KeyRoot, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			return err == nil && resp.Count == 0
+		})
+	}
+}
