@@ -113,19 +113,34 @@ func routeAll(ctx context.Context, s *Session, qs []queue, try bool) error {
 	return nil
 }
 
+// lockAllRoute puts qs on their cluster session when s is routed (routeAll),
+// and refuses a plain session of a member cluster; else it does nothing.
+func lockAllRoute(ctx context.Context, s *Session, qs []queue, try bool) error {
+	switch {
+	case s.router != nil:
+		// Before routing, which may wait for a move that waits for the
+		// caller's own grant (see routed).
+		for _, q := range qs {
+			if err := q.wouldDeadlock(ctx); err != nil {
+				return q.errorf(err)
+			}
+		}
+		if err := routeAll(ctx, s, qs, try); err != nil {
+			return allError(err)
+		}
+	case s.member:
+		return allError(qs[0].errorf(errShardMember))
+	}
+	return nil
+}
+
 func lockAllOnce(ctx context.Context, s *Session, names []string, try bool) (ls *Locks, qs []queue, err error) {
 	qs, err = lockAllQueues(s, names)
 	if err != nil {
 		return nil, nil, allError(err)
 	}
-	switch {
-	case s.router != nil:
-		err = routeAll(ctx, s, qs, try)
-	case s.member:
-		err = qs[0].errorf(errShardMember)
-	}
-	if err != nil {
-		return nil, nil, allError(err)
+	if err := lockAllRoute(ctx, s, qs, try); err != nil {
+		return nil, nil, err
 	}
 	s = qs[0].s
 	start := time.Now()

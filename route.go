@@ -1,7 +1,7 @@
 package etcdlock
 
-// This file holds the seam between the core and package shard: Router, the
-// one thing a routed session (NewRoutedSession) holds that a plain one does
+// This file holds the seam between the core and package shard: router, the
+// one thing a routed session (newRoutedSession) holds that a plain one does
 // not, and the routing of a routed session's acquisitions and reads to its
 // session on each cluster. A session made by NewSession has no router, and
 // its acquisitions never come here: the check is the nil router at the top
@@ -18,29 +18,36 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/seam"
 )
 
-// Router is the seam for package shard: a slot map a routed session follows
-// to put each name on the cluster that owns its slot. Users do not
-// implement or call it: package shard implements it over its map
-// (shard.Shards) and hands it to the core in shard.NewSession. The core
-// reads nothing else of sharding: the stamp guard of each cluster session
-// (inside its enqueue Txn) is the core's own.
-type Router interface {
-	// Owner returns the id of the cluster that owns slot now (during a
-	// move, the source, which holds the slot's names until the map
-	// switches), and a channel closed when the map or the moves change.
-	Owner(slot int) (cluster string, changed <-chan struct{}, err error)
-	// Client returns the client of cluster id.
-	Client(ctx context.Context, id string) (*clientv3.Client, error)
-	// Moving reports whether a move of slot is recorded.
-	Moving(slot int) bool
+// Router is the seam for package shard (internal/seam.Router): a slot map
+// a routed session follows to put each name on the cluster that owns its
+// slot. Package shard implements it over its map (shard.Shards) and hands
+// it to the core through seam.NewRoutedSession. The core reads nothing else
+// of sharding: the stamp guard of each cluster session (inside its enqueue
+// Txn) is the core's own. Neither is part of the public API: a routed
+// *Session (Lease 0, never lost as a whole) must not reach users.
+type router = seam.Router
+
+func init() {
+	seam.NewRoutedSession = func(ctx context.Context, root *clientv3.Client, r seam.Router, opts ...any) (any, error) {
+		so := make([]SessionOption, len(opts))
+		for i, o := range opts {
+			so[i], _ = o.(SessionOption) // anything else is a nil option: refused
+		}
+		s, err := newRoutedSession(ctx, root, r, so...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 }
 
 // routing is a routed session's state: its router, and its session on each
 // cluster it used.
 type routing struct {
-	r Router
+	r router
 
 	mu       sync.Mutex
 	children map[string]*clusterChild // by cluster id
@@ -53,8 +60,8 @@ type clusterChild struct {
 	s  *Session
 }
 
-// NewRoutedSession is the seam's constructor, for package shard only (its
-// shard.NewSession calls it): a session that holds no lease of its own and
+// newRoutedSession is the seam's constructor, for package shard only (its
+// shard.NewSession calls it through seam.NewRoutedSession): a session that holds no lease of its own and
 // puts each acquisition on its session of the cluster r gives the name's
 // slot, opened on first use with opts, whose key-creating writes carry the
 // slot's stamp guard. Such a session is never handed to users as it is:
@@ -62,7 +69,7 @@ type clusterChild struct {
 // the contract shard.Session documents. root is its Client; ctx bounds
 // nothing past this call. It returns an error wrapping ErrInvalidArgument
 // for a nil r or root, or an invalid option.
-func NewRoutedSession(ctx context.Context, root *clientv3.Client, r Router, opts ...SessionOption) (*Session, error) {
+func newRoutedSession(ctx context.Context, root *clientv3.Client, r router, opts ...SessionOption) (*Session, error) {
 	var missing error
 	if r == nil || root == nil {
 		missing = fmt.Errorf("%w: nil router or root client", ErrInvalidArgument)
@@ -247,6 +254,12 @@ func routed[T any](ctx context.Context, s *Session, name, tag, verb string, try 
 		q, err := newQueue(s, name, tag, verb)
 		if err != nil {
 			return zero, err
+		}
+		// Before routing: route may wait for a move of the slot, which
+		// waits for the caller's own grant of the name (ErrWouldDeadlock
+		// must come at once; admit checks again on the cluster session).
+		if err := q.wouldDeadlock(ctx); err != nil {
+			return zero, q.errorf(err)
 		}
 		if q.s, err = s.route(ctx, name, try); err != nil {
 			return zero, q.errorf(err)

@@ -42,7 +42,7 @@ type Session struct {
 	tune       *tuning
 	book       *keyBook // its keys and requests (book.go)
 	testHandle          // the tests' way to its knobs (testhooks.go)
-	// router is set on a routed session (NewRoutedSession, the seam for
+	// router is set on a routed session (newRoutedSession, the seam for
 	// package shard), which holds no lease: its acquisitions go to its
 	// sessions on each cluster (route.go). nil on every other session.
 	router *routing

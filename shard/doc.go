@@ -14,7 +14,7 @@
 //     Session.
 //
 // Package shard imports etcdlock, never the reverse: the core knows
-// sharding only through etcdlock.Router (which a Session gives it) and the
+// sharding only through internal/seam's Router (which a Session gives it) and the
 // stamp compare inside its enqueue Txn (DESIGN.md, "Packages and which way
 // imports go"). docs/sharding.md is the guide.
 package shard

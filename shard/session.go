@@ -1,7 +1,7 @@
 package shard
 
 // This file holds the sharded session, and the router it gives the core
-// (etcdlock.Router, the one seam between package etcdlock and this one).
+// (seam.Router, the one seam between package etcdlock and this one).
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/internal/seam"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
@@ -42,7 +43,7 @@ const MaxLockAllNames = 32
 //
 // A Session is safe for concurrent use.
 type Session struct {
-	s          *etcdlock.Session // the core's routed session (etcdlock.NewRoutedSession)
+	s          *etcdlock.Session // the core's routed session (seam.NewRoutedSession)
 	testHandle                   // the tests' way to s's knobs (testhooks.go)
 }
 
@@ -55,11 +56,16 @@ func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) 
 	if r == nil {
 		return nil, newError("new session", "", fmt.Errorf("%w: nil shards", etcdlock.ErrInvalidArgument))
 	}
-	s, err := etcdlock.NewRoutedSession(ctx, r.root, router{r}, opts...)
+	anyOpts := make([]any, len(opts))
+	for i, o := range opts {
+		anyOpts[i] = o
+	}
+	s, err := seam.NewRoutedSession(ctx, r.root, router{r}, anyOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{s: s, testHandle: testhook.HandleOf(s)}, nil
+	rs := s.(*etcdlock.Session)
+	return &Session{s: rs, testHandle: testhook.HandleOf(rs)}, nil
 }
 
 // NewMutex returns the mutex called name on s (see etcdlock.NewMutex).
@@ -127,7 +133,7 @@ func (s *Session) Err() error { return s.s.Err() }
 // return the first call's result.
 func (s *Session) Close() error { return s.s.Close() }
 
-// router is the etcdlock.Router of a Session: the map of r.
+// router is the seam.Router of a Session: the map of r.
 type router struct{ r *Shards }
 
 func (rt router) Owner(slot int) (string, <-chan struct{}, error) {

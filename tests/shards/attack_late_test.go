@@ -1,128 +1,235 @@
 package shards_test
 
+// Attacks on the seam: every key-creating write of a shard.Session, held on a
+// link while its slot moves and delivered late, creates no key on the source.
+
 import (
-	"errors"
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/testhook"
 	"github.com/etcdlock/etcdlock/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// checkSettled asserts the slot of name is settled on owner: the map names
-// it, no move is recorded, its stamp is active there and on no other
-// cluster, and a lock is granted there with a token above after.
-func (d *deployment) checkSettled(t *testing.T, name, owner string, s *shard.Session, after etcdlock.Token) etcdlock.Token {
+// lateKind is one key-creating acquisition of a shard.Session: it acquires
+// name (and, for LockAll, a second name of the same shard key) and returns
+// the token of name's grant and its release.
+type lateKind struct {
+	name string
+	// try: its Txn has no BeforeEnqueue point: the link is held before
+	// it starts. readFirst: it reads before it writes, and the read is
+	// retried while held: the write is sent only after the link is
+	// restored, with the stamp it knew before the move.
+	try, readFirst bool
+	acquire        func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error)
+}
+
+var runID atomic.Int64
+
+func lateKinds() []lateKind {
+	lock := func(ctx context.Context) func(l *etcdlock.Lock, err error) (etcdlock.Token, func() error, error) {
+		return func(l *etcdlock.Lock, err error) (etcdlock.Token, func() error, error) {
+			if err != nil {
+				return 0, nil, err
+			}
+			return l.Token(), func() error { return l.Unlock(ctx) }, nil
+		}
+	}
+	all := func(try bool) func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+		return func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			f := s.LockAll
+			if try {
+				f = s.TryLockAll
+			}
+			ls, err := f(ctx, n, shard.KeyOf(n)+"/other")
+			if err != nil {
+				return 0, nil, err
+			}
+			return ls.Lock(n).Token(), func() error { return ls.Unlock(ctx) }, nil
+		}
+	}
+	return []lateKind{
+		{"Mutex.TryLock", true, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewMutex(n).TryLock(ctx))
+		}},
+		{"RWMutex.RLock", false, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewRWMutex(n).RLock(ctx))
+		}},
+		{"RWMutex.TryRLock", true, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewRWMutex(n).TryRLock(ctx))
+		}},
+		{"RWMutex.TryLock", true, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewRWMutex(n).TryLock(ctx))
+		}},
+		{"Semaphore.Acquire", false, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewSemaphore(n, 2).Acquire(ctx))
+		}},
+		{"Semaphore.TryAcquire", true, true, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			return lock(ctx)(s.NewSemaphore(n, 2).TryAcquire(ctx))
+		}},
+		{"Election.Campaign", false, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			l, err := s.NewElection(n).Campaign(ctx, "v")
+			if err != nil {
+				return 0, nil, err
+			}
+			return l.Token(), func() error { return l.Resign(ctx) }, nil
+		}},
+		{"LockAll", false, false, all(false)},
+		{"TryLockAll", false, false, all(true)},
+		{"Mutex.RunOnce", false, false, func(ctx context.Context, s *shard.Session, n string) (etcdlock.Token, func() error, error) {
+			var tok etcdlock.Token
+			err := s.NewMutex(n).RunOnce(ctx, fmt.Sprint(runID.Add(1)), func(_ context.Context, l *etcdlock.Lock) error {
+				tok = l.Token()
+				return nil
+			})
+			return tok, func() error { return nil }, err
+		}},
+	}
+}
+
+// TestAttackLateWriteEveryKind is TestMoveRefusesLateEnqueue for every
+// other key-creating acquisition of a shard.Session: its write to the
+// source is held on the link while the slot moves to c1, and delivered
+// after the move. No queue key may be created on the source after the
+// move, and the acquisition (if it succeeds) is granted on the target with
+// a token above the one before the move.
+func TestAttackLateWriteEveryKind(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	for _, k := range lateKinds() {
+		t.Run(k.name, func(t *testing.T) { checkLateWrite(t, d, k) })
+	}
+}
+
+func checkLateWrite(t *testing.T, d *deployment, k lateKind) {
+	ctx := testCtx(t, 2*time.Minute)
+	r, link := d.flakyShards(t)
+	s := session(t, r, etcdlock.WithTTL(15*time.Second))
+	name := d.nameOn(t, "c0")
+	// Once, to know the cluster session, the stamp and the barriers.
+	tok0, release, err := k.acquire(ctx, s, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	member := d.clusters[0].Members()[0]
+	held, before := holdWrite(s, link, member, k)
+	res := make(chan lateResult, 1)
+	go func() {
+		tok, rel, err := k.acquire(ctx, s, name)
+		res <- lateResult{tok, rel, err}
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held write never timed out")
+	}
+	d.move(t, name, "c1", shard.MoveOptions{}, r)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := d.clients["c0"].Watch(wctx, layout.KeyRoot, clientv3.WithPrefix(), clientv3.WithRev(currentRev(t, d.clients["c0"])+1))
+	link.Restore()
+	waitFor(t, 10*time.Second, "the held Txn to reach the source", func() bool {
+		return member.Calls("/etcdserverpb.KV/Txn") > *before
+	})
+	var g lateResult
+	select {
+	case g = <-res:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the acquisition never returned")
+	}
+	if g.err != nil {
+		t.Logf("%s after the late write: %v", k.name, g.err)
+	} else {
+		if g.tok <= tok0 || g.tok.Generation() != d.stamp(t, "c1", name).Gen {
+			t.Errorf("granted token %v (gen %d) after %v; target generation %d", g.tok, g.tok.Generation(), tok0, d.stamp(t, "c1", name).Gen)
+		}
+		if keys := d.keysOf(t, "c1", name); len(keys) == 0 && k.name != "Mutex.RunOnce" { // RunOnce released already
+			t.Errorf("granted, but no key on the target")
+		}
+	}
+	checkNoSourceKey(t, d, wch, name)
+	if g.err == nil {
+		if err := g.release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lateResult is a late acquisition's outcome.
+type lateResult struct {
+	tok     etcdlock.Token
+	release func() error
+	err     error
+}
+
+// holdWrite arranges for k's next key-creating write on s to be held on
+// link: held closes once the held write timed out for the session, and
+// *before is the member's Txn count when the hold began.
+func holdWrite(s *shard.Session, link *embedtest.Link, member *embedtest.Member, k lateKind) (held chan struct{}, before *int64) {
+	held, before = make(chan struct{}), new(int64)
+	var once, holdOnce sync.Once
+	hold := func() {
+		holdOnce.Do(func() {
+			*before = member.Calls("/etcdserverpb.KV/Txn")
+			link.Hold()
+		})
+	}
+	testhook.SetHook(s, func(p testhook.Point, err error) error {
+		switch {
+		case p == testhook.BeforeEnqueue: // hold the write itself, not the reads before it
+			hold()
+		case p == testhook.Enqueued && err != nil:
+			once.Do(func() { close(held) })
+		}
+		return err
+	})
+	if k.try {
+		hold()
+	}
+	if k.readFirst {
+		once.Do(func() { time.AfterFunc(3*time.Second, func() { close(held) }) })
+	}
+	return held, before
+}
+
+// checkNoSourceKey fails t if a queue key of name was created on the
+// source (c0) after the move, as wch saw for 2 s, or is there now.
+func checkNoSourceKey(t *testing.T, d *deployment, wch clientv3.WatchChan, name string) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	resp, err := d.root.Get(ctx, fmt.Sprintf("etcdlock-shards/moves/%04d", shard.SlotOf(name)), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 0 {
-		t.Fatalf("a move record is left: %v %v", resp, err)
-	}
-	r := d.newShards(t)
-	if got, _ := r.ClusterOf(name); got != owner {
-		t.Fatalf("map gives %s, want %s", got, owner)
-	}
-	for _, id := range d.ids {
-		st := d.stamp(t, id, name)
-		if (st.State == "active") != (id == owner) {
-			t.Fatalf("stamp on %s: %+v (owner %s)", id, st, owner)
+	window := time.After(2 * time.Second)
+	for done := false; !done; {
+		select {
+		case wr := <-wch:
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.PUT && ev.IsCreate() && isQueueKey(string(ev.Kv.Key)) {
+					t.Errorf("a queue key was created on the source after the move: %s at revision %d", ev.Kv.Key, ev.Kv.CreateRevision)
+				}
+			}
+		case <-window:
+			done = true
 		}
 	}
-	tok := lockUnlock(t, s, name)
-	if tok <= after {
-		t.Fatalf("token %d after %d", tok, after)
-	}
-	return tok
-}
-
-var earlyPhases = []string{"started", "prepared", "frozen", "draining", "drained", "raised"}
-
-// TestAttackAbortThenLateMover: a mover stalls at each phase before its
-// activation; the move is aborted; (optionally) the slot then moves for
-// real; then the stalled mover wakes. It must write nothing: the slot stays
-// settled, one owner, tokens grow.
-func TestAttackAbortThenLateMover(t *testing.T) {
-	t.Parallel()                  // touches only its own deployment; mostly waits
-	d := startDeployment(t, 1, 1) // each subtest moves its own slot
-	s := session(t, d.newShards(t))
-	for _, phase := range earlyPhases {
-		for _, moveAfter := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/move=%v", phase, moveAfter), func(t *testing.T) {
-				ctx := testCtx(t, 2*time.Minute)
-				name := d.nameOn(t, "c0")
-				tok := lockUnlock(t, s, name)
-				var h *etcdlock.Lock
-				if phase == "draining" {
-					h = mustLock(t, session(t, d.newShards(t)).NewMutex(name))
-				}
-				late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
-				if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); err != nil {
-					t.Fatalf("abort at %s: %v", phase, err)
-				}
-				if err := d.admin.AbortMove(ctx, shard.SlotOf(name)); !errors.Is(err, etcdlock.ErrInvalidArgument) {
-					t.Fatalf("second abort: %v", err)
-				}
-				if h != nil {
-					if err := h.Unlock(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-				tok = d.checkSettled(t, name, "c0", s, tok)
-				owner := "c0"
-				if moveAfter {
-					d.move(t, name, "c1", shard.MoveOptions{})
-					owner = "c1"
-					tok = d.checkSettled(t, name, owner, s, tok)
-				}
-				if err := late.result(t); !errors.Is(err, shard.ErrMoveAborted) {
-					t.Fatalf("late mover: %v, want ErrMoveAborted", err)
-				}
-				d.checkSettled(t, name, owner, s, tok)
-			})
+	for _, key := range d.keysOf(t, "c0", name) {
+		if isQueueKey(key) {
+			t.Errorf("phantom key on the source: %v", key)
 		}
 	}
 }
 
-// TestAttackResumeBesideStalled: a mover stalls at each phase; a Resume
-// finishes the move; the slot then (optionally) moves back; the stalled
-// call wakes.
-func TestAttackResumeBesideStalled(t *testing.T) {
-	t.Parallel()                  // touches only its own deployment; mostly waits
-	d := startDeployment(t, 1, 1) // each subtest moves its own slot
-	s := session(t, d.newShards(t))
-	for _, phase := range append(earlyPhases, "activated") {
-		for _, back := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/back=%v", phase, back), func(t *testing.T) {
-				ctx := testCtx(t, 2*time.Minute)
-				name := d.nameOn(t, "c0")
-				tok := lockUnlock(t, s, name)
-				var h *etcdlock.Lock
-				if phase == "draining" {
-					h = mustLock(t, session(t, d.newShards(t)).NewMutex(name))
-				}
-				late := stallMove(t, ctx, d.newShards(t), name, "c1", phase)
-				if h != nil {
-					if err := h.Unlock(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-				d.move(t, name, "c1", shard.MoveOptions{Resume: true})
-				tok = d.checkSettled(t, name, "c1", s, tok)
-				owner := "c1"
-				if back {
-					d.move(t, name, "c0", shard.MoveOptions{})
-					owner = "c0"
-					tok = d.checkSettled(t, name, owner, s, tok)
-				}
-				err := late.result(t)
-				if back && !errors.Is(err, shard.ErrMoveAborted) || !back && err != nil {
-					t.Fatalf("late mover: %v", err)
-				}
-				d.checkSettled(t, name, owner, s, tok)
-			})
-		}
-	}
+// isQueueKey reports whether key is a queue key (a waiter's or holder's).
+func isQueueKey(key string) bool {
+	_, ok := layout.ParseKey(key)
+	return ok
 }
