@@ -20,7 +20,7 @@ func TestAttackRemoveRacesMove(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
 	c2 := embedtest.Start(t, embedtest.WithMembers(1))
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	if err := d.admin.AddCluster(ctx, "c2", c2.Endpoints()); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -81,7 +82,7 @@ func forcedKinds() []forcedKind {
 // checkForcedWaiter holds the name with k, queues k's waiter behind, moves
 // the slot with ForceAfter, and checks the waiter is granted on the target.
 func checkForcedWaiter(t *testing.T, d *deployment, k forcedKind) {
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	if err := k.hold(ctx, session(t, r), name); err != nil {

@@ -110,7 +110,7 @@ func TestAttackLateWriteEveryKind(t *testing.T) {
 }
 
 func checkLateWrite(t *testing.T, d *deployment, k lateKind) {
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r, link := d.flakyShards(t)
 	s := session(t, r, etcdlock.WithTTL(15*time.Second))
 	name := d.nameOn(t, "c0")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,7 +20,7 @@ import (
 // leaseOf returns the lease of the key of grant l on cluster id.
 func (d *deployment) leaseOf(t *testing.T, id, key string) clientv3.LeaseID {
 	t.Helper()
-	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), key)
+	resp, err := d.clients[id].Get(embedtest.Context(t, 10*time.Second), key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the key %s on %s: %v, %v", key, id, resp, err)
 	}
@@ -29,7 +30,7 @@ func (d *deployment) leaseOf(t *testing.T, id, key string) clientv3.LeaseID {
 // leases returns the leases alive on cluster id.
 func (d *deployment) leases(t *testing.T, id string) map[clientv3.LeaseID]bool {
 	t.Helper()
-	resp, err := d.clients[id].Leases(testCtx(t, 10*time.Second))
+	resp, err := d.clients[id].Leases(embedtest.Context(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func (d *deployment) leases(t *testing.T, id string) map[clientv3.LeaseID]bool {
 // after Close fail with ErrSessionClosed.
 func TestAttackClusterLossAndClose(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	s, err := shard.NewSession(ctx, r, etcdlock.WithTTL(5*time.Second))
 	if err != nil {
@@ -104,7 +105,7 @@ func TestAttackClusterLossAndClose(t *testing.T) {
 // acquisitions (of name) after it refused.
 func checkClosed(t *testing.T, d *deployment, s *shard.Session, held []*etcdlock.Lock, name string, before map[string]map[clientv3.LeaseID]bool, leases string) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -129,7 +130,7 @@ func checkClosed(t *testing.T, d *deployment, s *shard.Session, held []*etcdlock
 // any cluster.
 func (d *deployment) checkNothingLeft(t *testing.T, before map[string]map[clientv3.LeaseID]bool, leases string) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := embedtest.Context(t, 30*time.Second)
 	for _, id := range d.ids {
 		resp, err := d.clients[id].Get(ctx, layout.KeyRoot, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
@@ -160,7 +161,7 @@ func isDone(c <-chan struct{}) bool {
 // nothing written on any cluster.
 func TestAttackBadInput(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if _, err := shard.NewSession(ctx, nil); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Fatalf("NewSession(nil) = %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")
 	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	pre, err := d.clients["c0"].Get(ctx, key)
@@ -59,7 +60,7 @@ func TestAttackRaiseAfterRestoreMidMove(t *testing.T) {
 func TestRaiseDuringAMoveAndAbort(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	s := session(t, d.newShards(t))
 	name := d.nameOn(t, "c0")
 	before := lockUnlock(t, s, name)

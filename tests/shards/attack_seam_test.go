@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"github.com/etcdlock/etcdlock/shard"
@@ -32,7 +33,7 @@ import (
 // waits for the caller's grant: the Lock never returns.
 func TestAttackNestedLockDuringMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	s := session(t, r)
 	name := d.nameOn(t, "c0")
@@ -75,7 +76,7 @@ func TestAttackNestedLockDuringMove(t *testing.T) {
 // again on c1 with a token of the target's generation, above the first.
 func TestAttackRunAcrossForcedMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	s := session(t, r, etcdlock.WithTTL(5*time.Second))
 	for _, kind := range []string{"Mutex.Run", "Election.Run"} {
@@ -127,7 +128,7 @@ func TestAttackRunAcrossForcedMove(t *testing.T) {
 // cluster session (another lease), without ending.
 func TestAttackRunAcrossClusterLoss(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	for _, kind := range []string{"Mutex.Run", "Election.Run"} {
 		t.Run(kind, func(t *testing.T) {
@@ -182,7 +183,7 @@ func TestAttackRunAcrossClusterLoss(t *testing.T) {
 // lease of the Session is left on either cluster.
 func TestAttackCloseDuringFirstUse(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	before := map[string]map[clientv3.LeaseID]bool{"c0": d.leases(t, "c0"), "c1": d.leases(t, "c1")}
 	for round := 0; round < 5; round++ {
@@ -269,7 +270,7 @@ func TestAttackRoutedSessionIsPublic(t *testing.T) {
 // next grant, under the raised generation, a higher token.
 func TestAttackAdoptAcrossRaise(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	s := session(t, d.newShards(t))
 	name := d.nameOn(t, "c0")
 	m := s.NewMutex(name)
@@ -326,7 +327,7 @@ func TestAttackAdoptAcrossRaise(t *testing.T) {
 // has time left (see TestAttackMemberKillRestart).
 func lockAfterRestart(t *testing.T, s *shard.Session, name string) *etcdlock.Lock {
 	t.Helper()
-	lctx := testCtx(t, 60*time.Second)
+	lctx := embedtest.Context(t, 60*time.Second)
 	for {
 		l, err := s.NewMutex(name).Lock(lctx)
 		if err == nil {
@@ -342,7 +343,7 @@ func lockAfterRestart(t *testing.T, s *shard.Session, name string) *etcdlock.Loc
 
 func TestAttackMemberKillRestart(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	s, err := shard.NewSession(ctx, r, etcdlock.WithTTL(3*time.Second))
 	if err != nil {

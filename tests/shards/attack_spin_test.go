@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestAttackLateSwitchSpins(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	name := d.nameOn(t, "c0")
 	late := stallMove(t, ctx, d.newShards(t), name, "c1", "activated")
 	d.move(t, name, "c1", shard.MoveOptions{Resume: true})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -15,7 +16,7 @@ import (
 // ErrAlreadyCompleted there, and fn is not called.
 func TestRunOnceAcrossMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	s := session(t, r)
 	name := d.nameOn(t, "c0")
@@ -41,7 +42,7 @@ func TestRunOnceAcrossMove(t *testing.T) {
 // leader elected on the target after the move is reported.
 func TestObserveAcrossMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	watcher := session(t, r).NewElection(name)
@@ -91,7 +92,7 @@ func awaitLeader(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string) et
 // carries the generation) and deletes it, guarded by its create revision.
 func TestBreakShardedGrant(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c1")
 	l := mustLock(t, session(t, d.newShards(t)).NewMutex(name))
 	if err := etcdlock.Break(ctx, d.clients["c1"], name, l.Token()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -29,7 +30,7 @@ func TestCheckEndpoints(t *testing.T) {
 		{"none", nil, "no endpoints", etcdlock.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := d.admin.CheckEndpoints(testCtx(t, 2*time.Second), tc.eps)
+			err := d.admin.CheckEndpoints(embedtest.Context(t, 2*time.Second), tc.eps)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatal(err)
@@ -46,7 +47,7 @@ func TestCheckEndpoints(t *testing.T) {
 // acquisition goes through the new ones. Bad calls change nothing.
 func TestSetEndpoints(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	s := session(t, r)
 	name := d.nameOn(t, "c1")
@@ -123,7 +124,7 @@ func awaitDone(t *testing.T, ctx context.Context, what string) {
 // it is, and a Shards closes its client of it.
 func TestRemoveCluster(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestRemoveCluster(t *testing.T) {
 // is recorded: the move record stays (and the slot is not frozen).
 func stopAfterRecord(t *testing.T, r *shard.Shards, slot int, id string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(testCtx(t, time.Minute))
+	ctx, cancel := context.WithCancel(embedtest.Context(t, time.Minute))
 	defer cancel()
 	err := r.MoveSlot(ctx, slot, id, shard.MoveOptions{Progress: func(p shard.MoveProgress) {
 		if p.Phase == "started" {
@@ -180,7 +181,7 @@ func stopAfterRecord(t *testing.T, r *shard.Shards, slot int, id string) {
 // check that runs again refuses.
 func TestRemoveClusterRace(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {
 		t.Fatal(err)
 	}

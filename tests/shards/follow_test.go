@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -17,7 +18,7 @@ import (
 func TestFollowAfterCompaction(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	flaky, link, err := d.clusters[0].FlakyClient()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestForceGrantsNoWaiterInPassing(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	holder := mustLock(t, session(t, r).NewMutex(name))

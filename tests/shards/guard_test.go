@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	"github.com/etcdlock/etcdlock/shard"
 )
@@ -22,7 +23,7 @@ import (
 // key on the source and is granted on the target once the move ends.
 func TestSharedSessionNeverUsesAFrozenStamp(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	s := session(t, r)
 	x := d.nameOn(t, "c0")

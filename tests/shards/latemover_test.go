@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,7 +77,7 @@ type stampState struct {
 
 func (d *deployment) stamp(t *testing.T, id, name string) stampState {
 	t.Helper()
-	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name)))
+	resp, err := d.clients[id].Get(embedtest.Context(t, 10*time.Second), fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func (d *deployment) stamp(t *testing.T, id, name string) stampState {
 func lockUnlock(t *testing.T, s *shard.Session, name string) etcdlock.Token {
 	t.Helper()
 	l := mustLock(t, s.NewMutex(name))
-	if err := l.Unlock(testCtx(t, 10*time.Second)); err != nil {
+	if err := l.Unlock(embedtest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	return l.Token()
@@ -114,7 +115,7 @@ func TestLateMoverWritesNothing(t *testing.T) {
 		moveBack bool
 	}{{"wakes after the resume", false}, {"wakes after a move back", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t, 2*time.Minute)
+			ctx := embedtest.Context(t, 2*time.Minute)
 			s := session(t, d.newShards(t))
 			name := d.nameOn(t, "c0")
 			before := lockUnlock(t, s, name)
@@ -157,7 +158,7 @@ func TestLateMoverKeepsCompletionRecords(t *testing.T) {
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, phase := range []string{"drained", "activated"} {
 		t.Run(phase, func(t *testing.T) {
-			ctx := testCtx(t, 2*time.Minute)
+			ctx := embedtest.Context(t, 2*time.Minute)
 			name := d.nameOn(t, "c0")
 			m := session(t, d.newShards(t)).NewMutex(name)
 			runs := map[string]int{}

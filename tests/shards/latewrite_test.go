@@ -24,7 +24,7 @@ import (
 func TestMoveRefusesLateEnqueue(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r, link := d.flakyShards(t)
 	s := session(t, r, etcdlock.WithTTL(15*time.Second))
 	name := d.nameOn(t, "c0")
@@ -96,7 +96,7 @@ func (d *deployment) flakyShards(t *testing.T) (*shard.Shards, *embedtest.Link) 
 
 func currentRev(t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
-	resp, err := cli.Get(testCtx(t, 10*time.Second), "any")
+	resp, err := cli.Get(embedtest.Context(t, 10*time.Second), "any")
 	if err != nil {
 		t.Fatal(err)
 	}

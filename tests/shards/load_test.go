@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestMoveUnderLoad(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 3*time.Minute)
+	ctx := embedtest.Context(t, 3*time.Minute)
 	r := d.newShards(t)
 	k1 := shard.KeyOf(d.nameOn(t, "c0"))
 	k2 := shard.KeyOf(d.nameOn(t, "c1"))

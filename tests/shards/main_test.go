@@ -3,7 +3,6 @@
 package shards_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -58,7 +57,7 @@ func startDeployment(t *testing.T, members ...int) *deployment {
 		eps[id] = c.Endpoints()
 	}
 	d.root = d.clients["c0"]
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if err := shard.Create(ctx, d.root, eps); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func startDeployment(t *testing.T, members ...int) *deployment {
 // the default), closed at cleanup.
 func (d *deployment) newShards(t *testing.T, opts ...shard.Option) *shard.Shards {
 	t.Helper()
-	r, err := shard.New(testCtx(t, 30*time.Second), d.root, opts...)
+	r, err := shard.New(embedtest.Context(t, 30*time.Second), d.root, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func (d *deployment) newShards(t *testing.T, opts ...shard.Option) *shard.Shards
 // session opens a sharded session on r, closed at cleanup.
 func session(t *testing.T, r *shard.Shards, opts ...etcdlock.SessionOption) *shard.Session {
 	t.Helper()
-	s, err := shard.NewSession(testCtx(t, 10*time.Second), r, opts...)
+	s, err := shard.NewSession(embedtest.Context(t, 10*time.Second), r, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +112,7 @@ var nameSeq atomic.Int64
 func (d *deployment) keysOf(t *testing.T, id, name string) []string {
 	t.Helper()
 	prefix := layout.NamePrefix(name)
-	resp, err := d.clients[id].Get(testCtx(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := d.clients[id].Get(embedtest.Context(t, 10*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +127,7 @@ func (d *deployment) keysOf(t *testing.T, id, name string) []string {
 // every Shards in also routes it there.
 func (d *deployment) move(t *testing.T, name, to string, o shard.MoveOptions, also ...*shard.Shards) {
 	t.Helper()
-	if err := d.admin.MoveSlot(testCtx(t, time.Minute), shard.SlotOf(name), to, o); err != nil {
+	if err := d.admin.MoveSlot(embedtest.Context(t, time.Minute), shard.SlotOf(name), to, o); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range append(also, d.admin) {
@@ -137,14 +136,6 @@ func (d *deployment) move(t *testing.T, name, to string, o shard.MoveOptions, al
 			return got == to
 		})
 	}
-}
-
-// testCtx returns a context that ends with the test or after d.
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // waitFor polls cond every 20ms until it holds or d passes: for state that

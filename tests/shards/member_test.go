@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/testhook"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -94,7 +95,7 @@ func acquisitions(ctx context.Context, s recipes, name string) map[string]func()
 // session's own sessions on those clusters acquire as before.
 func TestPlainSessionOnMember(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	sharded := session(t, d.newShards(t))
 	for _, id := range d.ids {
 		t.Run(id, func(t *testing.T) {

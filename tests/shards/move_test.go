@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -16,7 +17,7 @@ import (
 // source's; and again when it moves back.
 func TestTokensGrowAcrossMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	// The source's revisions run far ahead of the target's.
 	for i := 0; i < 200; i++ {
 		if _, err := d.clients["c0"].Put(ctx, "filler", fmt.Sprint(i)); err != nil {
@@ -79,7 +80,7 @@ func lockAsync(ctx context.Context, m *etcdlock.Mutex) <-chan grantResult {
 // higher token.
 func TestMoveDrainsInOrder(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	holder := mustLock(t, session(t, r).NewMutex(name))
@@ -169,7 +170,7 @@ func TestMoveForceAfter(t *testing.T) {
 // clear error, and the map stays as it was.
 func TestMoveBadInput(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c0")
 	slot := shard.SlotOf(name)
 	mapRev := func() int64 {
@@ -229,7 +230,7 @@ func TestMoveBadInput(t *testing.T) {
 // mustLock locks m or fails the test.
 func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 	t.Helper()
-	l, err := m.Lock(testCtx(t, 30*time.Second))
+	l, err := m.Lock(embedtest.Context(t, 30*time.Second))
 	if err != nil {
 		t.Fatalf("lock %q: %v", m.Name(), err)
 	}
@@ -242,7 +243,7 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 // generation, above every token before.
 func TestRaiseGeneration(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	m := session(t, d.newShards(t)).NewMutex(d.nameOn(t, "c1"))
 	before := mustLock(t, m)
 	if err := before.Unlock(ctx); err != nil {
@@ -267,7 +268,7 @@ func TestRaiseGeneration(t *testing.T) {
 // move without Resume is refused, and a move with Resume finishes it.
 func TestMoveResume(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	holder := mustLock(t, session(t, r).NewMutex(name))

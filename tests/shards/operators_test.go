@@ -23,7 +23,7 @@ import (
 func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	name, kept := d.nameOn(t, "c0"), d.nameOn(t, "c0")
 	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	snap, err := d.clients["c0"].Get(ctx, key)
@@ -58,7 +58,7 @@ func TestRaiseFreezesASlotThatMovedAway(t *testing.T) {
 func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	if err := d.admin.AddCluster(ctx, "gone", []string{"127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 // the test is done), so the move cannot learn the cluster from it.
 func TestMoveRightAfterAddCluster(t *testing.T) {
 	d := startDeployment(t, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	root := d.clusters[0].TestClient(t)
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
@@ -153,7 +153,7 @@ func (w heldWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpO
 // (ErrMoveAborted), and the target never becomes active.
 func TestAbortMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c0")
 	holder := mustLock(t, session(t, r).NewMutex(name))
@@ -196,7 +196,7 @@ func TestAbortMove(t *testing.T) {
 // RaiseGeneration makes it active again, at the raised generation.
 func TestRaiseUnstrandsAnOwnedSlot(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c0")
 	key := fmt.Sprintf("etcdlock-shards/slots/%04d", shard.SlotOf(name))
 	if _, err := d.clients["c0"].Put(ctx, key, `{"state":"frozen","gen":1,"to":"c1","move":3}`); err != nil {

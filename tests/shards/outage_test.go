@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestOutageIsolation(t *testing.T) {
 	t.Parallel() // touches only its own deployment; mostly waits
 	d := startDeployment(t, 1, 3)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
 	s := session(t, r, etcdlock.WithTTL(3*time.Second))
 	up, down := d.nameOn(t, "c0"), d.nameOn(t, "c1")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,7 +25,7 @@ import (
 func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also ...*shard.Shards) {
 	t.Helper()
 	phases := make(chan shard.MoveProgress, 100)
-	mctx, stop := context.WithCancel(testCtx(t, time.Minute))
+	mctx, stop := context.WithCancel(embedtest.Context(t, time.Minute))
 	stopped := make(chan error, 1)
 	go func() {
 		stopped <- d.admin.MoveSlot(mctx, shard.SlotOf(name), id, shard.MoveOptions{
@@ -47,7 +48,7 @@ func (d *deployment) stopInDrain(t *testing.T, name, id string, keys int, also .
 // status, and the move (from, to) when the status is SlotMoving.
 func checkSlot(t *testing.T, r *shard.Shards, name, id, status, from, to string) *shard.State {
 	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := embedtest.Context(t, 10*time.Second)
 	st, err := r.Describe(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func checkSlot(t *testing.T, r *shard.Shards, name, id, status, from, to string)
 // move they say the slot is active on the target, and Leader ErrNoLeader.
 func TestReadsDuringMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
 	e := session(t, r).NewElection(name)
@@ -122,7 +123,7 @@ func TestReadsDuringMove(t *testing.T) {
 // ErrNoLeader.
 func TestReadsFrozenSlot(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
 	e := session(t, r).NewElection(name)
@@ -173,7 +174,7 @@ func logSignal(msg string) (*zap.Logger, <-chan struct{}) {
 // state: nobody leads there, then the next leader.
 func TestObserveDuringMove(t *testing.T) {
 	d := startDeployment(t, 1, 1)
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
 	name := d.nameOn(t, "c1")
 	s := session(t, r)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestShardedRecipes(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	s := session(t, d.newShards(t))
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	for _, id := range d.ids {
 		other := d.ids[0]
 		if id == other {
@@ -92,7 +93,7 @@ func tokenOf(ctx context.Context, l *etcdlock.Lock, err error) (etcdlock.Token, 
 func TestShardKeyKeepsATeamTogether(t *testing.T) {
 	d := startDeployment(t, 1, 1)
 	s := session(t, d.newShards(t))
-	ctx := testCtx(t, time.Minute)
+	ctx := embedtest.Context(t, time.Minute)
 	a := d.nameOn(t, "c1")
 	team := shard.KeyOf(a)
 	b, c := team+"/jobs/nightly", "orders/{"+team+"}"
