@@ -2,7 +2,8 @@
 // etcdlock (the stamp guard inside its enqueue Txn, the member check of
 // NewSession) and package shard (the map, the admin calls, the move) read
 // and write: the shard keys, which slot a name lives in, a slot's stamp,
-// and the generation's place in a token. Every build must agree on it
+// and the generation's place in a token; and the root's slot map and move
+// records, which package shard alone reads. Every build must agree on it
 // (DESIGN.md, "More than one cluster"). Being internal, it is no part of
 // the public API.
 package layout
