@@ -44,17 +44,17 @@ func Create(ctx context.Context, root *clientv3.Client, clusters map[string][]st
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	m := &slotMap{}
-	for s := range m.owner {
-		m.owner[s] = ids[s*len(ids)/NumSlots]
+	m := &layout.SlotMap{}
+	for s := range m.Owner {
+		m.Owner[s] = ids[s*len(ids)/NumSlots]
 	}
 	for _, id := range ids {
-		if err := createMember(ctx, root, id, clusters[id], m.slotsOf(id), dial); err != nil {
+		if err := createMember(ctx, root, id, clusters[id], m.SlotsOf(id), dial); err != nil {
 			return newError("create shards", "", fmt.Errorf("cluster %s: %w", id, err))
 		}
 	}
 	resp, err := root.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(layout.MapKey), "=", 0)).
-		Then(clientv3.OpPut(layout.MapKey, m.encode())).Commit()
+		Then(clientv3.OpPut(layout.MapKey, m.Encode())).Commit()
 	if err != nil {
 		return newError("create shards", "", ctxErr(ctx, err))
 	}
@@ -318,7 +318,7 @@ func (r *Shards) movesAllowRaise(ctx context.Context, o ownership) error {
 		if err != nil {
 			return err
 		}
-		if !st.Active() || st.Move != rec.epoch {
+		if !st.Active() || st.Move != rec.Epoch {
 			return fmt.Errorf("%w: slot %d is being moved %s: abort or resume the move first", ErrMoveInProgress, slot, rec)
 		}
 	}
@@ -329,8 +329,8 @@ func (r *Shards) movesAllowRaise(ctx context.Context, o ownership) error {
 type ownership struct {
 	id    string
 	rev   int64
-	m     *slotMap
-	moves map[int]moveRecord
+	m     *layout.SlotMap
+	moves map[int]layout.MoveRecord
 }
 
 // owned reads the map and the moves from the root at one revision.
@@ -343,12 +343,12 @@ func (r *Shards) owned(ctx context.Context, id string) (ownership, error) {
 	if len(mkvs) == 0 {
 		return ownership{}, fmt.Errorf("%w: the root holds no slot map", etcdlock.ErrInvalidArgument)
 	}
-	o := ownership{id: id, rev: resp.Header.Revision, moves: map[int]moveRecord{}}
-	if o.m, err = decodeMap(mkvs[0]); err != nil {
+	o := ownership{id: id, rev: resp.Header.Revision, moves: map[int]layout.MoveRecord{}}
+	if o.m, err = layout.DecodeMap(mkvs[0], etcdlock.ErrInvalidArgument); err != nil {
 		return ownership{}, err
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		if slot, rec, ok := decodeMove(kv); ok {
+		if slot, rec, ok := layout.DecodeMove(kv); ok {
 			o.moves[slot] = rec
 		}
 	}
@@ -376,7 +376,7 @@ func (o ownership) restamp(slot int, st layout.Stamp, g int64) (layout.Stamp, bo
 	case st.Active() && !o.gives(slot, st):
 		next.State = layout.StampFrozen
 	case st.Active():
-	case !moving && o.m.owner[slot] == o.id && st.Mod > 0 && st.Move <= o.rev:
+	case !moving && o.m.Owner[slot] == o.id && st.Mod > 0 && st.Move <= o.rev:
 		next.State, next.To, next.From = layout.StampActive, "", ""
 	default:
 		return st, false
@@ -399,12 +399,12 @@ func (o ownership) gives(slot int, st layout.Stamp) bool {
 	rec, moving := o.moves[slot]
 	switch {
 	case moving && rec.To == o.id:
-		return rec.epoch == st.Move
+		return rec.Epoch == st.Move
 	case moving && rec.From == o.id:
 		// The move froze (or will freeze) it; an active stamp from before
 		// the move may be a restore's, while the target is active already.
 		// Frozen, it refuses writes; an abort gives it back.
 		return false
 	}
-	return o.m.owner[slot] == o.id
+	return o.m.Owner[slot] == o.id
 }

@@ -19,6 +19,29 @@ import (
 // checkBound bounds CheckEndpoints' read.
 const checkBound = 5 * time.Second
 
+// Cluster is one member cluster of a sharded deployment, as the root
+// records it.
+type Cluster struct {
+	ID        string   `json:"-"`
+	Endpoints []string `json:"endpoints"`
+	// Generation is the highest generation ever given to the cluster
+	// (RaiseGeneration records it here before the cluster's own key).
+	Generation int64 `json:"generation"`
+}
+
+// validateClusterID accepts 1-64 bytes of [A-Za-z0-9._-].
+func validateClusterID(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("%w: cluster id %q must have 1 to 64 bytes", etcdlock.ErrInvalidArgument, id)
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-", c) >= 0) {
+			return fmt.Errorf("%w: cluster id %q: only letters, digits, '.', '_' and '-'", etcdlock.ErrInvalidArgument, id)
+		}
+	}
+	return nil
+}
+
 // AddCluster records a new member cluster on the root, with no slots (move
 // some to it with MoveSlot). It does not contact the cluster: call
 // CheckEndpoints first to know that its endpoints answer.
@@ -177,21 +200,21 @@ func removeOnce(ctx context.Context, root *clientv3.Client, id string) (done boo
 	case len(ckvs) == 0:
 		return false, fmt.Errorf("%w: unknown cluster %q", etcdlock.ErrInvalidArgument, id)
 	}
-	m, err := decodeMap(mkvs[0])
+	m, err := layout.DecodeMap(mkvs[0], etcdlock.ErrInvalidArgument)
 	if err != nil {
 		return false, err
 	}
-	if n := len(m.slotsOf(id)); n > 0 {
+	if n := len(m.SlotsOf(id)); n > 0 {
 		return false, fmt.Errorf("%w: the map gives cluster %s %d slots: move them to other clusters first", etcdlock.ErrInvalidArgument, id, n)
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		if slot, rec, ok := decodeMove(kv); ok && (rec.From == id || rec.To == id) {
+		if slot, rec, ok := layout.DecodeMove(kv); ok && (rec.From == id || rec.To == id) {
 			return false, fmt.Errorf("%w: cluster %s is named by the move of slot %d %s: finish or abort it first", etcdlock.ErrInvalidArgument, id, slot, rec)
 		}
 	}
 	// A compare over a prefix holds for every key in it (and for none):
 	// no move record was written after the read.
-	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+	tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.Rev),
 		clientv3.Compare(clientv3.ModRevision(layout.ClusterKey(id)), "=", ckvs[0].ModRevision),
 		clientv3.Compare(clientv3.ModRevision(layout.MoveKeyPrefix), "<", resp.Header.Revision+1).WithPrefix()).
 		Then(clientv3.OpDelete(layout.ClusterKey(id))).Commit()

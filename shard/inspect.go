@@ -120,7 +120,7 @@ func (r *Shards) place(ctx context.Context, name string) (Placement, *clientv3.C
 	}
 	m, _ := r.snapshot()
 	p := Placement{Slot: SlotOf(name)}
-	p.Cluster = m.owner[p.Slot]
+	p.Cluster = m.Owner[p.Slot]
 	cli, err := r.Client(ctx, p.Cluster)
 	if err != nil {
 		return Placement{}, nil, newError("describe", name, err)
@@ -160,7 +160,7 @@ func (r *Shards) List(ctx context.Context, prefix string) ([]State, error) {
 		}
 		for _, ls := range states {
 			st := State{LockState: ls, Cluster: c.ID, Slot: SlotOf(ls.Name)}
-			if m.owner[st.Slot] != c.ID {
+			if m.Owner[st.Slot] != c.ID {
 				continue
 			}
 			if len(st.Holders) > 0 {
@@ -198,9 +198,9 @@ func (r *Shards) ClusterStates(ctx context.Context) ([]ClusterState, error) {
 	}
 	var out []ClusterState
 	for _, c := range r.Clusters() {
-		cs := ClusterState{Cluster: c, Slots: len(m.slotsOf(c.ID))}
+		cs := ClusterState{Cluster: c, Slots: len(m.SlotsOf(c.ID))}
 		for _, kv := range moves.Kvs {
-			var rec moveRecord
+			var rec layout.MoveRecord
 			if json.Unmarshal(kv.Value, &rec) == nil && (rec.From == c.ID || rec.To == c.ID) {
 				cs.Moving = append(cs.Moving, strings.TrimPrefix(string(kv.Key), layout.MoveKeyPrefix)+" "+rec.String())
 			}

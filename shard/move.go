@@ -6,7 +6,6 @@ package shard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -186,24 +185,24 @@ func (mv *mover) begin(ctx context.Context) error {
 		if len(rkvs) > 0 {
 			return mv.resume(ctx, rkvs[0])
 		}
-		m, err := decodeMap(mkvs[0])
+		m, err := layout.DecodeMap(mkvs[0], etcdlock.ErrInvalidArgument)
 		if err != nil {
 			return err
 		}
-		if mv.from = m.owner[mv.slot]; mv.from == mv.to {
+		if mv.from = m.Owner[mv.slot]; mv.from == mv.to {
 			return fmt.Errorf("%w: slot %d is on %s already", etcdlock.ErrInvalidArgument, mv.slot, mv.to)
 		}
 		if err := mv.contact(ctx); err != nil {
 			return err
 		}
-		rec, _ := json.Marshal(moveRecord{From: mv.from, To: mv.to, At: time.Now().UnixMilli(), Owner: mv.o.Owner})
+		rec := layout.MoveRecord{From: mv.from, To: mv.to, At: time.Now().UnixMilli(), Owner: mv.o.Owner}.Encode()
 		// Both clusters still recorded: a RemoveCluster meanwhile refuses
 		// the move rather than strand the slot on a cluster nobody knows.
-		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.Rev),
 			clientv3.Compare(clientv3.CreateRevision(layout.MoveKey(mv.slot)), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(layout.ClusterKey(mv.from)), ">", 0),
 			clientv3.Compare(clientv3.CreateRevision(layout.ClusterKey(mv.to)), ">", 0)).
-			Then(clientv3.OpPut(layout.MoveKey(mv.slot), string(rec))).
+			Then(clientv3.OpPut(layout.MoveKey(mv.slot), rec)).
 			Else(clientv3.OpGet(layout.ClusterKey(mv.from), clientv3.WithCountOnly()), clientv3.OpGet(layout.ClusterKey(mv.to), clientv3.WithCountOnly())).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
@@ -225,14 +224,14 @@ func (mv *mover) begin(ctx context.Context) error {
 // resume takes up the recorded move of the slot (kv), if Resume asks for it
 // and it goes to the same cluster.
 func (mv *mover) resume(ctx context.Context, kv *mvccpb.KeyValue) error {
-	_, rec, ok := decodeMove(kv)
+	_, rec, ok := layout.DecodeMove(kv)
 	if !ok {
 		return fmt.Errorf("%w: move record %s: %q", etcdlock.ErrInvalidArgument, kv.Key, kv.Value)
 	}
 	if !mv.o.Resume || rec.To != mv.to {
 		return fmt.Errorf("%w: slot %d is being moved %s", ErrMoveInProgress, mv.slot, rec)
 	}
-	mv.from, mv.epoch, mv.rec = rec.From, rec.epoch, kv.ModRevision
+	mv.from, mv.epoch, mv.rec = rec.From, rec.Epoch, kv.ModRevision
 	mv.report("started", 0, 0)
 	return mv.contact(ctx)
 }

@@ -54,11 +54,11 @@ func (r *Shards) abortMove(ctx context.Context, slot int) error {
 	if len(resp.Kvs) == 0 {
 		return fmt.Errorf("%w: no move of slot %d is recorded", etcdlock.ErrInvalidArgument, slot)
 	}
-	_, rec, ok := decodeMove(resp.Kvs[0])
+	_, rec, ok := layout.DecodeMove(resp.Kvs[0])
 	if !ok {
 		return fmt.Errorf("%w: move record %q", etcdlock.ErrInvalidArgument, resp.Kvs[0].Value)
 	}
-	mv := &mover{r: r, slot: slot, to: rec.To, from: rec.From, epoch: rec.epoch, rec: resp.Kvs[0].ModRevision}
+	mv := &mover{r: r, slot: slot, to: rec.To, from: rec.From, epoch: rec.Epoch, rec: resp.Kvs[0].ModRevision}
 	if err := mv.contact(ctx); err != nil {
 		return err
 	}

@@ -128,14 +128,14 @@ func (mv *mover) switchMap(ctx context.Context) error {
 		if len(resp.Kvs) == 0 {
 			return fmt.Errorf("%w: the slot map is gone", etcdlock.ErrInvalidArgument)
 		}
-		m, err := decodeMap(resp.Kvs[0])
+		m, err := layout.DecodeMap(resp.Kvs[0], etcdlock.ErrInvalidArgument)
 		if err != nil {
 			return err
 		}
-		m.owner[mv.slot] = mv.to
-		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.rev),
+		m.Owner[mv.slot] = mv.to
+		tr, err := root.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(layout.MapKey), "=", m.Rev),
 			clientv3.Compare(clientv3.ModRevision(layout.MoveKey(mv.slot)), "=", mv.rec)).
-			Then(clientv3.OpPut(layout.MapKey, m.encode()), clientv3.OpDelete(layout.MoveKey(mv.slot))).
+			Then(clientv3.OpPut(layout.MapKey, m.Encode()), clientv3.OpDelete(layout.MoveKey(mv.slot))).
 			Else(clientv3.OpGet(layout.MoveKey(mv.slot)), clientv3.OpGet(layout.MapKey)).Commit()
 		if err != nil {
 			return ctxErr(ctx, err)
@@ -167,7 +167,7 @@ func (mv *mover) switched(tr *clientv3.TxnResponse) error {
 		return fmt.Errorf("%w: slot %d is under another move now", ErrMoveAborted, mv.slot)
 	}
 	if len(mkvs) > 0 {
-		if m, err := decodeMap(mkvs[0]); err == nil && m.owner[mv.slot] == mv.to {
+		if m, err := layout.DecodeMap(mkvs[0], etcdlock.ErrInvalidArgument); err == nil && m.Owner[mv.slot] == mv.to {
 			return nil
 		}
 	}

@@ -138,7 +138,7 @@ type router struct{ r *Shards }
 
 func (rt router) Owner(slot int) (string, <-chan struct{}, error) {
 	m, changed := rt.r.snapshot()
-	id := m.owner[slot]
+	id := m.Owner[slot]
 	if id == "" {
 		return "", nil, fmt.Errorf("%w: slot %d of the name has no cluster in the slot map", etcdlock.ErrInvalidArgument, slot)
 	}

@@ -41,9 +41,9 @@ type Shards struct {
 	bad  error          // an invalid option, reported by New or Create
 
 	mu       sync.Mutex // guards the fields below
-	m        *slotMap
+	m        *layout.SlotMap
 	clusters map[string]Cluster
-	moves    map[int]moveRecord          // the moves in progress, by slot
+	moves    map[int]layout.MoveRecord   // the moves in progress, by slot
 	changed  chan struct{}               // closed (and replaced) when m, clusters or moves change
 	clients  map[string]*clientv3.Client // dialed so far
 	dialed   map[string][]string         // the endpoints each of clients was dialed with
@@ -86,7 +86,7 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 	if len(mkvs) == 0 {
 		return 0, fmt.Errorf("%w: the root cluster holds no slot map (shard.Create, or etcdlock clusters init)", etcdlock.ErrInvalidArgument)
 	}
-	m, err := decodeMap(mkvs[0])
+	m, err := layout.DecodeMap(mkvs[0], etcdlock.ErrInvalidArgument)
 	if err != nil {
 		return 0, err
 	}
@@ -99,9 +99,9 @@ func (r *Shards) load(ctx context.Context) (int64, error) {
 		c.ID = strings.TrimPrefix(string(kv.Key), layout.ClusterKeyPrefix)
 		clusters[c.ID] = c
 	}
-	moves := map[int]moveRecord{}
+	moves := map[int]layout.MoveRecord{}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		if slot, rec, ok := decodeMove(kv); ok {
+		if slot, rec, ok := layout.DecodeMove(kv); ok {
 			moves[slot] = rec
 		}
 	}
@@ -198,7 +198,7 @@ func touchesMap(evs []*clientv3.Event) bool {
 }
 
 // snapshot returns the current map and a channel closed when it changes.
-func (r *Shards) snapshot() (*slotMap, <-chan struct{}) {
+func (r *Shards) snapshot() (*layout.SlotMap, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m, r.changed
@@ -210,7 +210,7 @@ func (r *Shards) ClusterOf(name string) (string, error) {
 		return "", newError("route", "", err)
 	}
 	m, _ := r.snapshot()
-	return m.owner[SlotOf(name)], nil
+	return m.Owner[SlotOf(name)], nil
 }
 
 // Clusters returns the member clusters as the root records them, by id.
@@ -228,7 +228,7 @@ func (r *Shards) Clusters() []Cluster {
 // Slots returns the slots the map gives cluster id now.
 func (r *Shards) Slots(id string) []int {
 	m, _ := r.snapshot()
-	return m.slotsOf(id)
+	return m.SlotsOf(id)
 }
 
 // Client returns the client of member cluster id, dialing it on first use
@@ -321,6 +321,11 @@ type MoveInfo struct {
 	Epoch int64
 }
 
+// moveInfo is the root's record of the move of slot as a MoveInfo.
+func moveInfo(slot int, r layout.MoveRecord) MoveInfo {
+	return MoveInfo{Slot: slot, From: r.From, To: r.To, Started: time.UnixMilli(r.At), Owner: r.Owner, Epoch: r.Epoch}
+}
+
 // Moving returns the move of slot in progress, as the map watch last saw
 // it; ok is false when none is.
 func (r *Shards) Moving(slot int) (mi MoveInfo, ok bool) {
@@ -330,7 +335,7 @@ func (r *Shards) Moving(slot int) (mi MoveInfo, ok bool) {
 	if !ok {
 		return MoveInfo{}, false
 	}
-	return rec.info(slot), true
+	return moveInfo(slot, rec), true
 }
 
 // Moves returns every move in progress, by slot, as the map watch last saw
@@ -339,7 +344,7 @@ func (r *Shards) Moves() []MoveInfo {
 	r.mu.Lock()
 	out := make([]MoveInfo, 0, len(r.moves))
 	for slot, rec := range r.moves {
-		out = append(out, rec.info(slot))
+		out = append(out, moveInfo(slot, rec))
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Slot < out[j].Slot })

@@ -51,3 +51,17 @@ func TestMoveRecordRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestStamp(t *testing.T) {
+	if st := DecodeStamp(nil); st.Active() || st.Mod != 0 {
+		t.Fatal("no stamp reads as active")
+	}
+	kv := &mvccpb.KeyValue{Value: []byte(Stamp{State: StampActive, Gen: 4}.Encode()), ModRevision: 12}
+	if st := DecodeStamp([]*mvccpb.KeyValue{kv}); !st.Active() || st.Gen != 4 || st.Mod != 12 {
+		t.Fatalf("decodeStamp = %+v", st)
+	}
+	kv.Value = []byte(Stamp{State: StampFrozen, Gen: 4, To: "b"}.Encode())
+	if st := DecodeStamp([]*mvccpb.KeyValue{kv}); st.Active() || st.To != "b" {
+		t.Fatalf("a frozen stamp reads as %+v", st)
+	}
+}
