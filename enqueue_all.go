@@ -42,8 +42,9 @@ func newAllTxn(qs []queue, try bool, identity string) *allTxn {
 }
 
 // enqueue sends the Txn until it is answered, and returns the waiters (in
-// the order of qs), the keys ahead of each, and whether those are known
-// (false when a retry found an earlier attempt applied).
+// the order of qs), the keys ahead of each (one entry per waiter), and
+// whether those are known (false when a retry found an earlier attempt
+// applied: every entry is then nil and each waiter reads its own).
 func (e *allTxn) enqueue(ctx context.Context) ([]*waiter, [][]*mvccpb.KeyValue, bool, error) {
 	b := wire.NewBackoff(requestFloor, requestCeil)
 	for {
@@ -187,7 +188,7 @@ func (e *allTxn) refused(ctx context.Context, resp *clientv3.TxnResponse, sents 
 	for i := range e.qs {
 		if mine := resp.Responses[i*en].GetResponseRange().Kvs; len(mine) > 0 {
 			if e.uncertain {
-				return e.adopt(resp, mine[0].CreateRevision), nil, false, nil
+				return e.adopt(resp, mine[0].CreateRevision), make([][]*mvccpb.KeyValue, len(e.qs)), false, nil
 			}
 			e.qs[i].drop(e.sks[i]) // never expected: leave it to the reaper
 			e.sks[i] = e.qs[i].newKey("").as(e.sks[i].identity)

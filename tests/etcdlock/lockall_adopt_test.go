@@ -1,0 +1,83 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
+)
+
+// TestLockAllAdoptsItsAppliedTxn: LockAll's enqueue Txn applies but its
+// answer is lost (a test hook reports an error of unknown outcome in its
+// place); the retry is refused by the keys the first attempt wrote and
+// adopts them. LockAll then holds every name with exactly those keys,
+// whether the names were free or one had to be waited for.
+func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
+	cli := shared.TestClient(t)
+	for _, tc := range []struct {
+		name  string
+		heldB bool // B is held when LockAll starts and freed while it waits
+	}{
+		{"both free", false},
+		{"B held", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := embedtest.Context(t, 30*time.Second)
+			a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+			var holder *etcdlock.Lock
+			if tc.heldB {
+				holder = mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), b))
+			}
+			s := locktest.OpenSession(t, cli)
+			var lost atomic.Bool
+			setHook(t, func(p testhook.Point, err error) error {
+				if p == testhook.Enqueued && err == nil && lost.CompareAndSwap(false, true) {
+					return errors.New("test: the Txn's answer was lost")
+				}
+				return err
+			}, s)
+			type result struct {
+				ls  *etcdlock.Locks
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				ls, err := etcdlock.LockAll(ctx, s, a, b)
+				res <- result{ls, err}
+			}()
+			if tc.heldB {
+				waitFor(t, 10*time.Second, "LockAll queued behind B's holder", func() bool { return len(keysUnder(t, cli, b)) == 2 })
+				if err := holder.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := <-res
+			clearHook(s)
+			if !lost.Load() {
+				t.Fatalf("the hook never fired (LockAll: %v)", r.err)
+			}
+			if r.err != nil {
+				t.Fatalf("LockAll after a lost answer: %v, want both names held", r.err)
+			}
+			for _, name := range []string{a, b} {
+				l := r.ls.Lock(name)
+				keys := keysUnder(t, cli, name)
+				if l == nil || len(keys) != 1 || keys[0] != l.Key() {
+					t.Fatalf("%s: keys %v, want only the adopted key of %v", name, keys, l)
+				}
+				if err := l.Context().Err(); err != nil {
+					t.Errorf("%s: the grant already ended: %v", name, context.Cause(l.Context()))
+				}
+			}
+			if err := r.ls.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
