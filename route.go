@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/internal/layout"
 	"github.com/etcdlock/etcdlock/internal/seam"
+	"github.com/etcdlock/etcdlock/internal/wire"
 )
 
 // Router is the seam for package shard (internal/seam.Router): a slot map
@@ -161,10 +162,16 @@ func (set *routing) child(ctx context.Context, s *Session, id string) (*Session,
 	if err != nil {
 		return nil, err
 	}
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)() // Close ends an opening too
 	o := s.opts
 	o.tune = s.tune // one set of knobs (tests' hooks) for all its clusters
-	cs, err := newSession(ctx, cli, o)
+	cs, err := openChild(octx, cli, o)
 	if err != nil {
+		if s.Err() != nil {
+			return nil, ErrSessionClosed
+		}
 		return nil, err
 	}
 	cs.root = s
@@ -180,6 +187,22 @@ func (set *routing) child(ctx context.Context, s *Session, id string) (*Session,
 	}
 	c.s = cs
 	return cs, nil
+}
+
+// openChild opens a cluster session with o. An opening that ends on its
+// own validity clock (ErrSessionExpired: a lease grant slower than the TTL,
+// as right after a member's restart, or a lease lost at once) is opened
+// again: the caller's acquisition has not begun and nothing of it was
+// written. It returns the session; the error of an opening that failed
+// otherwise, or once cli is closed; or, when ctx ends, the last error.
+func openChild(ctx context.Context, cli *clientv3.Client, o sessionOptions) (*Session, error) {
+	b := wire.NewBackoff(requestFloor, requestCeil)
+	for {
+		cs, err := newSession(ctx, cli, o)
+		if err == nil || !errors.Is(err, ErrSessionExpired) || cli.Ctx().Err() != nil || !b.Wait(ctx) {
+			return cs, err
+		}
+	}
 }
 
 // closeRouted is Close of a routed session: it ends it (ErrSessionClosed)

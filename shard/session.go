@@ -31,8 +31,10 @@ const MaxLockAllNames = 32
 //     a name's tokens keep growing when its slot moves to another cluster.
 //   - A loss is per cluster: when one cluster's session is lost, only its
 //     grants are (each grant's Context says so), and the next acquisition
-//     there opens a new one. So a Session itself is never lost: Done and
-//     Err report Close only.
+//     there opens a new one (again, until its ctx ends, when an opening
+//     is born expired: a lease grant slower than the TTL, as while a member
+//     restarts). So a Session itself is never lost: Done and Err report
+//     Close only.
 //   - A Session has no lease of its own (a grant's lease is in its
 //     Lock.Key and in Describe); ValidUntil is the earliest of its live
 //     cluster sessions'.

@@ -36,12 +36,7 @@ func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
 			}
 			s := locktest.OpenSession(t, cli)
 			var lost atomic.Bool
-			setHook(t, func(p testhook.Point, err error) error {
-				if p == testhook.Enqueued && err == nil && lost.CompareAndSwap(false, true) {
-					return errors.New("test: the Txn's answer was lost")
-				}
-				return err
-			}, s)
+			setHook(t, loseFirstAnswer(&lost), s)
 			type result struct {
 				ls  *etcdlock.Locks
 				err error
@@ -79,5 +74,16 @@ func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// loseFirstAnswer returns a test hook that reports the first enqueue Txn
+// that applied as of unknown outcome (its answer lost), and sets lost.
+func loseFirstAnswer(lost *atomic.Bool) func(testhook.Point, error) error {
+	return func(p testhook.Point, err error) error {
+		if p == testhook.Enqueued && err == nil && lost.CompareAndSwap(false, true) {
+			return errors.New("test: the Txn's answer was lost")
+		}
+		return err
 	}
 }

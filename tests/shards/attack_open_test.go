@@ -1,0 +1,87 @@
+package shards_test
+
+// The opening of a shard.Session's cluster session: again after a grant
+// slower than the TTL; ended by Close.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/shard"
+)
+
+// TestAttackSlowGrantOpensAgain: the first acquisition of a name on c1 is
+// made while c1's one member is down, so the lease grant of the cluster
+// session it opens comes back later than the TTL (the session would be
+// born expired). Once the member is back, the acquisition opens the
+// cluster session again and is granted: it does not fail with the slow
+// opening's ErrSessionExpired while its ctx has time left.
+func TestAttackSlowGrantOpensAgain(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := embedtest.Context(t, time.Minute)
+	ttl := 2 * time.Second
+	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	n1 := d.nameOn(t, "c1")
+	m := d.clusters[1].Members()[0]
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		l, err := s.NewMutex(n1).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		res <- err
+	}()
+	// The fault itself: the member stays down for longer than the TTL.
+	time.Sleep(ttl + time.Second)
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("Lock on c1 across its member's restart: %v, want granted", err)
+	}
+}
+
+// TestAttackCloseDuringSlowOpening: Close of a shard.Session returns at
+// once while one of its acquisitions opens a cluster session whose member
+// is down, and that acquisition ends with ErrSessionClosed; Close does not
+// wait for the opening to give up at the acquisition's ctx.
+func TestAttackCloseDuringSlowOpening(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := embedtest.Context(t, time.Minute)
+	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := d.nameOn(t, "c1")
+	if err := d.clusters[1].Members()[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.NewMutex(n1).Lock(ctx)
+		res <- err
+	}()
+	// The fault's placement: Close comes while the grant is retried (with
+	// the fix, an earlier Close passes too).
+	time.Sleep(500 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits for the opening after 10 s")
+	}
+	if err := <-res; !errors.Is(err, etcdlock.ErrSessionClosed) {
+		t.Fatalf("Lock during Close: %v, want ErrSessionClosed", err)
+	}
+}
