@@ -22,7 +22,8 @@ import (
 // It returns at once an error wrapping ErrInvalidArgument (nil lead, nil
 // session), ErrInvalidName, ErrKindMismatch or ErrWouldDeadlock (ctx
 // carries this session's grant of the name), and ErrSessionClosed if the
-// caller closes the Session. When the Session is lost, Run opens replacement
+// caller closes the Session (or the Shards a sharded session routes
+// through). When the Session is lost, Run opens replacement
 // sessions on the same client with the same options; it owns and closes them
 // and never closes the caller's Session; it returns ErrSessionExpired only
 // when the client itself is closed. Other failures are logged and retried

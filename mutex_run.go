@@ -22,9 +22,10 @@ import (
 // fails while still holding, always after releasing. It returns at once an
 // error wrapping ErrInvalidArgument (nil fn, nil session), ErrInvalidName,
 // ErrKindMismatch or ErrWouldDeadlock (ctx carries this session's grant of
-// the name), and ErrSessionClosed if the caller closes the Session. When
-// the Session is lost, Run opens replacement sessions on the same client
-// with the same options; it owns and closes them and never closes the
+// the name), and ErrSessionClosed if the caller closes the Session (or
+// the Shards a sharded session routes through). When the Session is
+// lost, Run opens replacement sessions on the same client with the same
+// options; it owns and closes them and never closes the
 // caller's Session; it returns ErrSessionExpired only when the client
 // itself is closed. Other failures are logged and retried with jittered
 // backoff. It is safe for concurrent use: two Runs are two holders in line.

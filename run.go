@@ -62,8 +62,7 @@ func (r *runner) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			if errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidArgument) ||
-				errors.Is(err, ErrKindMismatch) || errors.Is(err, ErrWouldDeadlock) {
+			if endsRun(err) {
 				return err
 			}
 			r.log.Warn("run: acquisition failed", zap.Error(err))
@@ -80,6 +79,18 @@ func (r *runner) run(ctx context.Context) error {
 		return r.q.errorf(ErrSessionClosed)
 	}
 	return nil
+}
+
+// endsRun reports an acquisition's error that trying again cannot mend: bad
+// input, a nested acquisition, or a session that cannot route any more (a
+// sharded session whose Shards is closed: ErrSessionClosed).
+func endsRun(err error) bool {
+	for _, end := range []error{ErrInvalidName, ErrInvalidArgument, ErrKindMismatch, ErrWouldDeadlock, ErrSessionClosed} {
+		if errors.Is(err, end) {
+			return true
+		}
+	}
+	return false
 }
 
 // session makes sure r.s is live, opening a replacement session on the same

@@ -42,6 +42,10 @@ const MaxLockAllNames = 32
 //     Try forms return etcdlock.ErrLocked); LockAll takes only names of one
 //     cluster (give them one shard key, see KeyOf), at most
 //     MaxLockAllNames.
+//   - Once the Shards it routes through is closed, its acquisitions fail
+//     with an error wrapping etcdlock.ErrSessionClosed (Mutex.Run and
+//     Election.Run return it), and its grants are lost with the member
+//     clients; Close it still, to end it.
 //
 // A Session is safe for concurrent use.
 type Session struct {
@@ -139,6 +143,9 @@ func (s *Session) Close() error { return s.s.Close() }
 type router struct{ r *Shards }
 
 func (rt router) Owner(slot int) (string, <-chan struct{}, error) {
+	if rt.r.isClosed() {
+		return "", nil, fmt.Errorf("%w: the Shards it routes through is closed", etcdlock.ErrSessionClosed)
+	}
 	m, changed := rt.r.snapshot()
 	id := m.Owner[slot]
 	if id == "" {

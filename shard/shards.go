@@ -351,6 +351,13 @@ func (r *Shards) Moves() []MoveInfo {
 	return out
 }
 
+// isClosed reports whether Close was called.
+func (r *Shards) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // Close stops following the map and closes the member clients it dialed
 // (sessions on them end). It returns the first close error.
 func (r *Shards) Close() error {

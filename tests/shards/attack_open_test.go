@@ -4,6 +4,7 @@ package shards_test
 // slower than the TTL; ended by Close.
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -83,5 +84,51 @@ func TestAttackCloseDuringSlowOpening(t *testing.T) {
 	}
 	if err := <-res; !errors.Is(err, etcdlock.ErrSessionClosed) {
 		t.Fatalf("Lock during Close: %v, want ErrSessionClosed", err)
+	}
+}
+
+// TestAttackRunEndsWhenShardsClose: Mutex.Run and Election.Run of a
+// shard.Session hold a name on c1 when the Shards the session routes
+// through is closed (its member clients with it): the grant is lost, and
+// each Run returns an error wrapping ErrSessionClosed instead of trying
+// again until its ctx ends; a Lock after it fails the same way.
+func TestAttackRunEndsWhenShardsClose(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	ctx := embedtest.Context(t, time.Minute)
+	for _, kind := range []string{"Mutex.Run", "Election.Run"} {
+		t.Run(kind, func(t *testing.T) {
+			r := d.newShards(t)
+			s := session(t, r, etcdlock.WithTTL(5*time.Second))
+			name := d.nameOn(t, "c1")
+			held := make(chan struct{}, 10)
+			done := make(chan error, 1)
+			go func() {
+				serve := func(ctx context.Context) error {
+					held <- struct{}{}
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				if kind == "Mutex.Run" {
+					done <- s.NewMutex(name).Run(ctx, func(ctx context.Context, _ *etcdlock.Lock) error { return serve(ctx) })
+					return
+				}
+				done <- s.NewElection(name).Run(ctx, "v", serve)
+			}()
+			<-held
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, etcdlock.ErrSessionClosed) {
+					t.Fatalf("Run after Shards.Close: %v, want ErrSessionClosed", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Run still runs 20 s after its Shards was closed")
+			}
+			if _, err := s.NewMutex(name).Lock(ctx); !errors.Is(err, etcdlock.ErrSessionClosed) {
+				t.Fatalf("Lock after Shards.Close: %v, want ErrSessionClosed", err)
+			}
+		})
 	}
 }
