@@ -43,7 +43,8 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// libErr is a library error without the repeated "etcdlock: " prefixes.
+// libErr is a library error without its leading "etcdlock: " (etcdlock
+// prints its own); the rest, names and causes, is as the library wrote it.
 func libErr(err error) string {
-	return strings.ReplaceAll(errText(err), "etcdlock: ", "")
+	return strings.TrimPrefix(errText(err), "etcdlock: ")
 }
