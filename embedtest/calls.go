@@ -14,38 +14,45 @@ import (
 type callCounter struct {
 	kills    atomic.Int64 // Kill calls of the member
 	killing  atomic.Bool  // a Kill is stopping the member
+	arrived  counts       // calls when they arrive (Member.Calls)
+	answered counts       // unary calls once their handler returned (Member.Answered)
+}
+
+func newCallCounter() *callCounter {
+	return &callCounter{arrived: counts{byMethod: make(map[string]*atomic.Int64)},
+		answered: counts{byMethod: make(map[string]*atomic.Int64)}}
+}
+
+// counts are counters by full method name, and their total.
+type counts struct {
 	total    atomic.Int64
 	mu       sync.RWMutex
 	byMethod map[string]*atomic.Int64
 }
 
-func newCallCounter() *callCounter {
-	return &callCounter{byMethod: make(map[string]*atomic.Int64)}
-}
-
-func (cc *callCounter) add(method string) {
-	cc.total.Add(1)
-	cc.mu.RLock()
-	n := cc.byMethod[method]
-	cc.mu.RUnlock()
+func (c *counts) add(method string) {
+	c.total.Add(1)
+	c.mu.RLock()
+	n := c.byMethod[method]
+	c.mu.RUnlock()
 	if n == nil {
-		cc.mu.Lock()
-		if n = cc.byMethod[method]; n == nil {
+		c.mu.Lock()
+		if n = c.byMethod[method]; n == nil {
 			n = new(atomic.Int64)
-			cc.byMethod[method] = n
+			c.byMethod[method] = n
 		}
-		cc.mu.Unlock()
+		c.mu.Unlock()
 	}
 	n.Add(1)
 }
 
-func (cc *callCounter) get(method string) int64 {
+func (c *counts) get(method string) int64 {
 	if method == "" {
-		return cc.total.Load()
+		return c.total.Load()
 	}
-	cc.mu.RLock()
-	n := cc.byMethod[method]
-	cc.mu.RUnlock()
+	c.mu.RLock()
+	n := c.byMethod[method]
+	c.mu.RUnlock()
 	if n == nil {
 		return 0
 	}
@@ -71,7 +78,8 @@ func (cc *callCounter) killedUnder(kills int64, killing bool, err *error) {
 }
 
 func (cc *callCounter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	cc.add(info.FullMethod)
+	cc.arrived.add(info.FullMethod)
+	defer cc.answered.add(info.FullMethod) // after killedUnder's recover
 	defer cc.killedUnder(cc.kills.Load(), cc.killing.Load(), &err)
 	return handler(ctx, req)
 }
@@ -91,7 +99,7 @@ type countingStream struct {
 func (s *countingStream) RecvMsg(msg any) error {
 	err := s.ServerStream.RecvMsg(msg)
 	if err == nil {
-		s.cc.add(s.method)
+		s.cc.arrived.add(s.method)
 	}
 	return err
 }

@@ -142,7 +142,17 @@ func (m *Member) Client() (*clientv3.Client, error) {
 // want of a leader counts too); calls retried by a client count once per
 // attempt. The counters live as long as the Cluster: they keep counting
 // across Kill and Restart.
-func (m *Member) Calls(method string) int64 { return m.calls.get(method) }
+func (m *Member) Calls(method string) int64 { return m.calls.arrived.get(method) }
+
+// Answered returns how many unary gRPC requests of the full method name
+// this member has answered: those whose handler returned, with a result or
+// an error (Answered("") counts all unary methods). Once Answered(method)
+// reaches what Calls(method) was, every such request that had arrived by
+// then has been handled: a write among them was applied, refused, or (when
+// its handler returned an error such as a timeout) proposed to raft if at
+// all; in a one-member cluster, a write sent after that is applied after
+// it. Like Calls, it counts across Kill and Restart.
+func (m *Member) Answered(method string) int64 { return m.calls.answered.get(method) }
 
 // WaitReady waits until the running member has joined the cluster and
 // serves client requests (after New, or after Restart once a quorum of

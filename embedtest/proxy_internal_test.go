@@ -1,6 +1,7 @@
 package embedtest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // echoServer echoes every connection until closed; it records the
@@ -204,17 +207,44 @@ func expectRefused(t *testing.T, addr string) {
 
 func TestCallCounter(t *testing.T) {
 	cc := newCallCounter()
-	cc.add("/a")
-	cc.add("/a")
-	cc.add("/b")
-	if got := cc.get("/a"); got != 2 {
+	cc.arrived.add("/a")
+	cc.arrived.add("/a")
+	cc.arrived.add("/b")
+	if got := cc.arrived.get("/a"); got != 2 {
 		t.Errorf(`get("/a") = %d, want 2`, got)
 	}
-	if got := cc.get(""); got != 3 {
+	if got := cc.arrived.get(""); got != 3 {
 		t.Errorf(`get("") = %d, want 3`, got)
 	}
-	if got := cc.get("/c"); got != 0 {
+	if got := cc.arrived.get("/c"); got != 0 {
 		t.Errorf(`get("/c") = %d, want 0`, got)
+	}
+}
+
+// TestCallCounterAnswered: a unary call counts as arrived when its handler
+// starts and as answered only once the handler returned.
+func TestCallCounterAnswered(t *testing.T) {
+	cc := newCallCounter()
+	info := &grpc.UnaryServerInfo{FullMethod: "/etcdserverpb.KV/Txn"}
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := cc.unary(context.Background(), nil, info, func(context.Context, any) (any, error) {
+			close(started)
+			<-release
+			return nil, errors.New("refused")
+		})
+		done <- err
+	}()
+	<-started
+	if a, n := cc.arrived.get(info.FullMethod), cc.answered.get(info.FullMethod); a != 1 || n != 0 {
+		t.Errorf("while the handler runs: arrived %d, answered %d; want 1, 0", a, n)
+	}
+	close(release)
+	if err := <-done; err == nil {
+		t.Error("the handler's error was lost")
+	}
+	if n := cc.answered.get(info.FullMethod); n != 1 {
+		t.Errorf("after the handler returned: answered %d, want 1", n)
 	}
 }
 

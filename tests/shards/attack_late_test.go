@@ -6,6 +6,7 @@ package shards_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,7 @@ func checkLateWrite(t *testing.T, d *deployment, k lateKind) {
 	waitFor(t, 10*time.Second, "the held Txn to reach the source", func() bool {
 		return member.Calls("/etcdserverpb.KV/Txn") > *before
 	})
+	waitAnswered(t, member, "/etcdserverpb.KV/Txn")
 	var g lateResult
 	select {
 	case g = <-res:
@@ -205,27 +207,50 @@ func holdWrite(s *shard.Session, link *embedtest.Link, member *embedtest.Member,
 }
 
 // checkNoSourceKey fails t if a queue key of name was created on the
-// source (c0) after the move, as wch saw for 2 s, or is there now.
+// source (c0) after the move, as wch saw it, or is there now. The caller
+// waited until the source answered the held write (waitAnswered): a marker
+// written now is applied after it, so once wch shows the marker it has
+// shown whatever the held write created.
 func checkNoSourceKey(t *testing.T, d *deployment, wch clientv3.WatchChan, name string) {
 	t.Helper()
-	window := time.After(2 * time.Second)
-	for done := false; !done; {
+	ctx := embedtest.Context(t, 30*time.Second)
+	// Beside the name's queue range, like its break marker: no queue key.
+	marker := strings.TrimSuffix(layout.NamePrefix(name), layout.NameEnd) + "%!test-caught-up"
+	if _, err := d.clients["c0"].Put(ctx, marker, ""); err != nil {
+		t.Fatal(err)
+	}
+	for caught := false; !caught; {
 		select {
-		case wr := <-wch:
+		case wr, ok := <-wch:
+			if !ok {
+				t.Fatalf("the source's watch ended: %v", wr.Err())
+			}
 			for _, ev := range wr.Events {
+				caught = caught || string(ev.Kv.Key) == marker
 				if ev.Type == mvccpb.PUT && ev.IsCreate() && isQueueKey(string(ev.Kv.Key)) {
 					t.Errorf("a queue key was created on the source after the move: %s at revision %d", ev.Kv.Key, ev.Kv.CreateRevision)
 				}
 			}
-		case <-window:
-			done = true
+		case <-ctx.Done():
+			t.Fatal("the source's watch never showed the marker")
 		}
+	}
+	if _, err := d.clients["c0"].Delete(ctx, marker); err != nil {
+		t.Fatal(err)
 	}
 	for _, key := range d.keysOf(t, "c0", name) {
 		if isQueueKey(key) {
 			t.Errorf("phantom key on the source: %v", key)
 		}
 	}
+}
+
+// waitAnswered waits until member has answered every request of method
+// that has reached it by now (embedtest.Member.Answered).
+func waitAnswered(t *testing.T, member *embedtest.Member, method string) {
+	t.Helper()
+	arrived := member.Calls(method)
+	waitFor(t, 30*time.Second, "the source to answer "+method, func() bool { return member.Answered(method) >= arrived })
 }
 
 // isQueueKey reports whether key is a queue key (a waiter's or holder's).
