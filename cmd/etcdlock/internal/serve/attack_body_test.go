@@ -25,7 +25,7 @@ import (
 // connection and its goroutine stay forever: an unauthenticated client
 // holds as many as it opens, outside every bound.
 func TestAttackServeUnreadBodyHoldsConn(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{AuthToken: "secret", BodyTimeout: time.Second})
+	addr := sharedServer(t, Config{AuthToken: "secret", BodyTimeout: time.Second})
 	cases := []struct{ name, head string }{
 		{"401 no token", "POST /v1/hold HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"},
 		{"404 with token", "POST /v1/nowhere HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer secret\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"},
@@ -63,7 +63,7 @@ func TestAttackServeUnreadBodyHoldsConn(t *testing.T) {
 // invalid_argument for anything else, but the body `null` decodes into the
 // zero request: POST /v1/sessions with `null` opens a session.
 func TestAttackServeNullBody(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{})
+	addr := sharedServer(t, Config{})
 	resp, err := http.Post("http://"+addr+"/v1/sessions", "application/json", strings.NewReader(`null`))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestAttackServeNullBody(t *testing.T) {
 // shape, but a path the mux cleans (//, /./, /../) is answered by the
 // mux's own 301 with an HTML body, before any route or unrouted runs.
 func TestAttackServeUncleanPathNotJSON(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{})
+	addr := sharedServer(t, Config{})
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, path := range []string{"/v1//hold", "/v1/./hold", "//nowhere"} {
 		resp, err := c.Post("http://"+addr+path, "application/json", strings.NewReader(`{"name":"a"}`))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // rawStatus sends req (with %[1]s the server's host:port, %[2]s its port)
@@ -38,7 +40,7 @@ func rawStatus(t *testing.T, addr, req string) int {
 // a page (or its DNS rebinding) could send are refused; the server's own
 // names pass.
 func TestAttackServeCrossSiteHeld(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{AllowOrigins: []string{"http://ok.example"}})
+	addr := sharedServer(t, Config{AllowOrigins: []string{"http://ok.example"}})
 	for _, tc := range []struct {
 		what, req string
 		ok        bool
@@ -78,7 +80,7 @@ func TestAttackServeCrossSiteHeld(t *testing.T) {
 // TestAttackServeParserHeld: duplicate keys however spelled, case, spaces,
 // trailing data, a BOM, a non-object are all 400.
 func TestAttackServeParserHeld(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{})
+	addr := sharedServer(t, Config{})
 	for _, body := range []string{
 		`{"ttl":"5s","ttl":"6s"}`,
 		`{"ttl":"5s","t\u0074l":"6s"}`,
@@ -112,8 +114,10 @@ func TestAttackServeParserHeld(t *testing.T) {
 // TestAttackServeBodyDeadlineSparesStreams: the body deadline (here
 // 300 ms) does not cut a hold stream or an observe stream later.
 func TestAttackServeBodyDeadlineSparesStreams(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{BodyTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
-	resp, err := http.Post("http://"+addr+"/v1/hold", "application/json", strings.NewReader(`{"name":"attack/long","ttl":"3s"}`))
+	t.Parallel() // its own names; mostly waits
+	addr := sharedServer(t, Config{BodyTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	body := fmt.Sprintf(`{"name":%q,"ttl":"3s"}`, embedtest.UniqueName(t, "attack"))
+	resp, err := http.Post("http://"+addr+"/v1/hold", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

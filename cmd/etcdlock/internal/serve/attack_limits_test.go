@@ -63,7 +63,7 @@ func TestAttackServeSharedLeasesUnbounded(t *testing.T) {
 // local process binds 127.0.0.2, .3, ... and opens MaxClientSessions (here
 // 1) sessions from each, up to the total bound.
 func TestAttackServeLoopbackSourceBypass(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{MaxClientSessions: 1})
+	addr := sharedServer(t, Config{MaxClientSessions: 1})
 	opened := 0
 	for i := 2; i <= 6; i++ {
 		src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(i))}

@@ -19,6 +19,7 @@ import (
 // keepalive must not break the next requests on it, made after more than
 // the ttl.
 func TestAttackServeReuseAfterLostStream(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c, _, addr := startTestServer(t, Config{})
 	cli := c.TestClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

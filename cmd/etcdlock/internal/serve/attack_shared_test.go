@@ -5,18 +5,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/embedtest"
 )
 
 // TestAttackServeSharedIdleRace: with SharedIdle 1 ms the idle close races
 // every new use of the TTL's session; no hold, campaign or leader read
 // may get a closed session.
 func TestAttackServeSharedIdleRace(t *testing.T) {
-	_, _, addr := startTestServer(t, Config{SharedIdle: time.Millisecond})
+	addr := sharedServer(t, Config{SharedIdle: time.Millisecond})
+	race := embedtest.UniqueName(t, "race") // names race/<test>/<n>/<i>
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
@@ -29,11 +33,11 @@ func TestAttackServeSharedIdleRace(t *testing.T) {
 				var err error
 				switch i % 3 {
 				case 0:
-					resp, err = c.Get(fmt.Sprintf("http://%s/v1/leader?name=race/%d", addr, i))
+					resp, err = c.Get(fmt.Sprintf("http://%s/v1/leader?name=%s/%d", addr, url.QueryEscape(race), i))
 				case 1:
-					resp, err = c.Post("http://"+addr+"/v1/hold", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"race/%d","ttl":"10s"}`, i)))
+					resp, err = c.Post("http://"+addr+"/v1/hold", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"%s/%d","ttl":"10s"}`, race, i)))
 				default:
-					resp, err = c.Post("http://"+addr+"/v1/campaign", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"race/%d","ttl":"10s","value":"v"}`, i)))
+					resp, err = c.Post("http://"+addr+"/v1/campaign", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"%s/%d","ttl":"10s","value":"v"}`, race, i)))
 				}
 				if err != nil {
 					t.Error(err)

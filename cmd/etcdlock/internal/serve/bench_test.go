@@ -38,13 +38,6 @@ import (
 // "HELD <seconds>" once all are granted and waits to be killed.
 const benchClientEnv = "ETCDLOCK_SERVE_BENCH_CLIENT"
 
-func TestMain(m *testing.M) {
-	if arg := os.Getenv(benchClientEnv); arg != "" {
-		os.Exit(benchClient(arg))
-	}
-	os.Exit(m.Run())
-}
-
 func benchClient(arg string) int {
 	addr, ns, _ := strings.Cut(arg, " ")
 	n, err := strconv.Atoi(ns)

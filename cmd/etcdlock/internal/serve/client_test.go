@@ -34,13 +34,12 @@ type server struct {
 	cli  *clientv3.Client
 }
 
-// startServer starts a server of cfg on c (a one-member cluster of its own
-// when nil). /v1/state answers with the lock's state as status -o json
+// startServer starts a server of cfg on c (the shared cluster when nil). /v1/state answers with the lock's state as status -o json
 // shows it (without the leases' time left).
 func startServer(t *testing.T, c *embedtest.Cluster, cfg Config) *server {
 	t.Helper()
 	if c == nil {
-		c = embedtest.Start(t, embedtest.WithMembers(1))
+		c = shared
 	}
 	cli := c.TestClient(t)
 	if cfg.State == nil {

@@ -89,7 +89,7 @@ func floodSessions(t *testing.T, addr string, n, bound int) []string {
 // connection is closed within the idle timeout.
 func TestBodyStoppedMidwayIsCut(t *testing.T) {
 	const bound = 500 * time.Millisecond
-	_, _, addr := startTestServer(t, Config{BodyTimeout: bound, IdleTimeout: bound})
+	addr := sharedServer(t, Config{BodyTimeout: bound, IdleTimeout: bound})
 	for _, tc := range []struct{ what, req string }{
 		{"body stopped midway", "POST /v1/hold HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":"},
 		{"idle after a request", "GET /v1/state?name=x HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"},

@@ -15,6 +15,7 @@ import (
 // within the TTL, and frees within the TTL once they stop; an unlock with
 // another token changes nothing, one with the grant's releases it.
 func TestServeSessionKeepalives(t *testing.T) {
+	t.Parallel() // its own names; mostly waits
 	srv := startServer(t, nil, Config{})
 	cli := srv.cli
 	name := embedtest.UniqueName(t, "serve")
