@@ -35,15 +35,7 @@ func TestAttackLockAllConfirmRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			ls  *etcdlock.Locks
-			err error
-		}
-		res := make(chan result, 1)
-		go func() {
-			ls, err := etcdlock.LockAll(ctx, s, a, b)
-			res <- result{ls, err}
-		}()
+		res := lockAllAsync(ctx, s, a, b)
 		waitFor(t, 10*time.Second, "LockAll queued", func() bool { return len(keysUnder(t, cli, b)) == 2 })
 		st, err := etcdlock.Describe(ctx, cli, a)
 		if err != nil || st.Holder == nil {
@@ -124,6 +116,7 @@ func checkFailedLockAll(t *testing.T, ctx context.Context, cli *clientv3.Client,
 // fail with ErrLockLost naming A (broken) or hold both (not broken), and
 // leave nothing when it fails.
 func TestAttackLockAllCutAtConfirm(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	direct := c.TestClient(t)
 	for _, brk := range []bool{false, true} {
@@ -131,15 +124,7 @@ func TestAttackLockAllCutAtConfirm(t *testing.T) {
 		ctx := embedtest.Context(t, time.Minute)
 		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
 		holderB := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, direct), b))
-		type result struct {
-			ls  *etcdlock.Locks
-			err error
-		}
-		res := make(chan result, 1)
-		go func() {
-			ls, err := etcdlock.LockAll(ctx, s, a, b)
-			res <- result{ls, err}
-		}()
+		res := lockAllAsync(ctx, s, a, b)
 		waitFor(t, 10*time.Second, "LockAll queued", func() bool { return len(keysUnder(t, direct, b)) == 2 })
 		link.Cut()
 		if err := holderB.Unlock(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 // Lock.Context) whose path to the leader black-holes as it opens, or once
 // it runs, still reports a Break of the lock within blackHoleBound.
 func TestAttackMonitorBlackHoled(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
 	direct := c.TestClient(t)
@@ -76,6 +77,7 @@ func attackGrantsOtherClient(t *testing.T, c *embedtest.Cluster, m *embedtest.Me
 // granted when the holder (on the majority) unlocks, both within
 // blackHoleBound.
 func TestAttackIsolatedLeader(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	for _, what := range []string{"monitor", "waiter"} {
 		t.Run(what, func(t *testing.T) {
 			c := embedtest.Start(t)
@@ -139,6 +141,7 @@ func TestAttackIsolatedLeader(t *testing.T) {
 // and within delay + blackHoleBound (its hold-off's lease read may fail on
 // the cut path: it then waits the delay, no more).
 func TestAttackBlackHoledWithLockDelay(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	const delay = 2 * time.Second
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)

@@ -98,6 +98,7 @@ func awaitSecondKey(t *testing.T, ctx context.Context, cli *clientv3.Client, nam
 // the client's balanced connection, and is granted within blackHoleBound
 // of the holder's release once the keeper lends a connection again.
 func TestWaiterBlackHoledAtStart(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
 	// No own-key monitor: its watch would wait for the keeper too, and its
@@ -204,6 +205,7 @@ func waiterRound(t *testing.T, cc *cutClient, hs *etcdlock.Session) (time.Durati
 // balanced connection, and reports the new leader within blackHoleBound of
 // the old one's resignation once the keeper lends a connection again.
 func TestObserveBlackHoledAtStart(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	cc := newCutClient(t, c)
 	direct := c.TestClient(t)

@@ -59,6 +59,7 @@ func blackHoleClients(t *testing.T, c *embedtest.Cluster, n int) ([]*clientv3.Cl
 // balanced connection, which kept choosing held paths, and sessions expired
 // about 7 s after the cut although a quorum was up).
 func TestSessionsSurviveBlackHoledLeader(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	// Three clients, each with a keeper of its own: each keeper had one
 	// chance in three to land on the path that answers.
@@ -102,6 +103,7 @@ func TestSessionsSurviveBlackHoledLeader(t *testing.T) {
 // the holder releases: its watch moves with the keeper to a member that
 // answers.
 func TestWaiterFollowsKeeperOffBlackHoledPath(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	clis, link := blackHoleClients(t, c, 1)
 	s, _ := keptSession(t, c, clis[0])

@@ -254,6 +254,7 @@ func TestRetryLeavesLeaderConn(t *testing.T) {
 // would take 12-18 s, and the queue's requests lent that connection would
 // time out meanwhile), and the session keeps working over the other members.
 func TestKeeperLeavesUnansweringLeader(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	ctx := embedtest.Context(t, time.Minute)
 	leader, err := c.WaitLeader(ctx)

@@ -51,6 +51,7 @@ func TestNewSessionAfterLeaderCrash(t *testing.T) {
 // in the network and delivered late, after the library gave up on them and
 // retried, leaves exactly one lease: every attempt names the same ID.
 func TestLeaseGrantRetryIsIdempotent(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	cfg := c.ClientConfig()
 	link, err := c.NewLink()

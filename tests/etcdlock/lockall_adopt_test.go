@@ -37,15 +37,7 @@ func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
 			s := locktest.OpenSession(t, cli)
 			var lost atomic.Bool
 			setHook(t, loseFirstAnswer(&lost), s)
-			type result struct {
-				ls  *etcdlock.Locks
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				ls, err := etcdlock.LockAll(ctx, s, a, b)
-				res <- result{ls, err}
-			}()
+			res := lockAllAsync(ctx, s, a, b)
 			if tc.heldB {
 				waitFor(t, 10*time.Second, "LockAll queued behind B's holder", func() bool { return len(keysUnder(t, cli, b)) == 2 })
 				if err := holder.Unlock(ctx); err != nil {
@@ -86,4 +78,20 @@ func loseFirstAnswer(lost *atomic.Bool) func(testhook.Point, error) error {
 		}
 		return err
 	}
+}
+
+// lockAllResult is what LockAll returned.
+type lockAllResult struct {
+	ls  *etcdlock.Locks
+	err error
+}
+
+// lockAllAsync runs LockAll(ctx, s, names...) and sends its result.
+func lockAllAsync(ctx context.Context, s *etcdlock.Session, names ...string) <-chan lockAllResult {
+	res := make(chan lockAllResult, 1)
+	go func() {
+		ls, err := etcdlock.LockAll(ctx, s, names...)
+		res <- lockAllResult{ls, err}
+	}()
+	return res
 }

@@ -15,6 +15,18 @@ import (
 	"go.uber.org/goleak"
 )
 
+// parallelUnlessSet runs up to n parallel tests at once, unless the command
+// line set -parallel: the package's parallel tests each have a cluster of
+// their own and mostly wait (for a TTL, a held-back write, a new leader),
+// so two at a time, the default on two cores, leaves the cores idle.
+func parallelUnlessSet(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", fmt.Sprint(n))
+	}
+}
+
 // shared is the cluster of the package's non-destructive tests.
 var shared *embedtest.Cluster
 
@@ -23,6 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(child))
 	}
 	flag.Parse()
+	parallelUnlessSet(4)
 	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
 		// A fuzzing worker runs only the fuzz targets, which need no cluster.
 		os.Exit(m.Run())

@@ -66,6 +66,7 @@ func runOnceUntil(t *testing.T, s *etcdlock.Session, name, id string) (started, 
 }
 
 func TestRunOnceNeverRunsOnLostGrant(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	sA, link := cutSession(t, c, 3*time.Second)
 	setHook(t, func(p testhook.Point, err error) error {
