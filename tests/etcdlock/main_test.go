@@ -11,21 +11,10 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
-
-// parallelUnlessSet runs up to n parallel tests at once, unless the command
-// line set -parallel: the package's parallel tests each have a cluster of
-// their own and mostly wait (for a TTL, a held-back write, a new leader),
-// so two at a time, the default on two cores, leaves the cores idle.
-func parallelUnlessSet(n int) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", fmt.Sprint(n))
-	}
-}
 
 // shared is the cluster of the package's non-destructive tests.
 var shared *embedtest.Cluster
@@ -35,7 +24,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(child))
 	}
 	flag.Parse()
-	parallelUnlessSet(4)
+	// The parallel tests each start a cluster of their own and mostly wait.
+	locktest.ParallelUnlessSet(4)
 	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
 		// A fuzzing worker runs only the fuzz targets, which need no cluster.
 		os.Exit(m.Run())

@@ -104,6 +104,7 @@ func lateKinds() []lateKind {
 // move, and the acquisition (if it succeeds) is granted on the target with
 // a token above the one before the move.
 func TestAttackLateWriteEveryKind(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	for _, k := range lateKinds() {
 		t.Run(k.name, func(t *testing.T) { checkLateWrite(t, d, k) })

@@ -50,6 +50,7 @@ func (d *deployment) leases(t *testing.T, id string) map[clientv3.LeaseID]bool {
 // either cluster, Done closes and Err is ErrSessionClosed; acquisitions
 // after Close fail with ErrSessionClosed.
 func TestAttackClusterLossAndClose(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
@@ -160,6 +161,7 @@ func isDone(c <-chan struct{}) bool {
 // clusters, with no names and a name twice: ErrInvalidArgument with
 // nothing written on any cluster.
 func TestAttackBadInput(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	if _, err := shard.NewSession(ctx, nil); !errors.Is(err, etcdlock.ErrInvalidArgument) {

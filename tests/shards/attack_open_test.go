@@ -21,6 +21,7 @@ import (
 // cluster session again and is granted: it does not fail with the slow
 // opening's ErrSessionExpired while its ctx has time left.
 func TestAttackSlowGrantOpensAgain(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	ttl := 2 * time.Second
@@ -57,6 +58,7 @@ func TestAttackSlowGrantOpensAgain(t *testing.T) {
 // is down, and that acquisition ends with ErrSessionClosed; Close does not
 // wait for the opening to give up at the acquisition's ctx.
 func TestAttackCloseDuringSlowOpening(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(2*time.Second))
@@ -93,6 +95,7 @@ func TestAttackCloseDuringSlowOpening(t *testing.T) {
 // each Run returns an error wrapping ErrSessionClosed instead of trying
 // again until its ctx ends; a Lock after it fails the same way.
 func TestAttackRunEndsWhenShardsClose(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	for _, kind := range []string{"Mutex.Run", "Election.Run"} {

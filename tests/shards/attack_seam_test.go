@@ -32,6 +32,7 @@ import (
 // it so), routing waits for the move before the check runs, and the move
 // waits for the caller's grant: the Lock never returns.
 func TestAttackNestedLockDuringMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -75,6 +76,7 @@ func TestAttackNestedLockDuringMove(t *testing.T) {
 // grants. Each Run must see its grant lost, wait for the move, and hold
 // again on c1 with a token of the target's generation, above the first.
 func TestAttackRunAcrossForcedMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
@@ -127,6 +129,7 @@ func TestAttackRunAcrossForcedMove(t *testing.T) {
 // from outside. Each Run must see the grant lost and hold again, on a new
 // cluster session (another lease), without ending.
 func TestAttackRunAcrossClusterLoss(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
@@ -182,6 +185,7 @@ func TestAttackRunAcrossClusterLoss(t *testing.T) {
 // opened). After Close returns and the acquisitions end, no key and no
 // lease of the Session is left on either cluster.
 func TestAttackCloseDuringFirstUse(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
@@ -269,6 +273,7 @@ func TestAttackRoutedSessionIsPublic(t *testing.T) {
 // was written under (what Describe reports, and what Break takes), and the
 // next grant, under the raised generation, a higher token.
 func TestAttackAdoptAcrossRaise(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	s := session(t, d.newShards(t))
@@ -323,6 +328,7 @@ func TestAttackAdoptAcrossRaise(t *testing.T) {
 // acquisition on c1 opens a new cluster session and is granted, with a
 // token above the lost one; Close then leaves no key on either cluster.
 func TestAttackMemberKillRestart(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)

@@ -15,6 +15,7 @@ import (
 // after the move (its completion record is carried over): the same id is
 // ErrAlreadyCompleted there, and fn is not called.
 func TestRunOnceAcrossMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -41,6 +42,7 @@ func TestRunOnceAcrossMove(t *testing.T) {
 // TestObserveAcrossMove: Observe follows a name to its new cluster: the
 // leader elected on the target after the move is reported.
 func TestObserveAcrossMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -91,6 +93,7 @@ func awaitLeader(t *testing.T, seen <-chan etcdlock.LeaderInfo, value string) et
 // TestBreakShardedGrant: Break finds a sharded grant by its token (which
 // carries the generation) and deletes it, guarded by its create revision.
 func TestBreakShardedGrant(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c1")

@@ -17,6 +17,7 @@ import (
 // TestCheckEndpoints: endpoints of a live cluster answer; a port nobody
 // listens on is ErrUnavailable; no endpoints is ErrInvalidArgument.
 func TestCheckEndpoints(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1)
 	c := d.clusters[0]
 	for _, tc := range []struct {
@@ -46,6 +47,7 @@ func TestCheckEndpoints(t *testing.T) {
 // client to them, so the grant held there lives on, and the next
 // acquisition goes through the new ones. Bad calls change nothing.
 func TestSetEndpoints(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -123,6 +125,7 @@ func awaitDone(t *testing.T, ctx context.Context, what string) {
 // removed (nor one unknown); once its slots moved away and its move ended
 // it is, and a Shards closes its client of it.
 func TestRemoveCluster(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {
@@ -180,6 +183,7 @@ func stopAfterRecord(t *testing.T, r *shard.Shards, slot int, id string) {
 // RemoveCluster's read and its delete makes the delete fail, and the
 // check that runs again refuses.
 func TestRemoveClusterRace(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	if err := d.admin.AddCluster(ctx, "c2", d.clusters[1].Endpoints()); err != nil {

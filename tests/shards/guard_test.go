@@ -22,6 +22,7 @@ import (
 // be granted on the source beside the target's next holder): A creates no
 // key on the source and is granted on the target once the move ends.
 func TestSharedSessionNeverUsesAFrozenStamp(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)

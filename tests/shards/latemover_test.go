@@ -109,6 +109,7 @@ func lockUnlock(t *testing.T, s *shard.Session, name string) etcdlock.Token {
 // would grant the slot). It writes nothing: (a) returns nil, the move is
 // done; (b) returns ErrMoveAborted.
 func TestLateMoverWritesNothing(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, tc := range []struct {
 		name     string
@@ -155,6 +156,7 @@ func TestLateMoverWritesNothing(t *testing.T) {
 // activation it would only drop them): a job would run twice. It returns
 // ErrMoveAborted and no job runs again.
 func TestLateMoverKeepsCompletionRecords(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1) // each subtest moves its own slot
 	for _, phase := range []string{"drained", "activated"} {
 		t.Run(phase, func(t *testing.T) {

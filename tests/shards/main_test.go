@@ -3,6 +3,7 @@
 package shards_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -13,12 +14,17 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/layout"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
 
+// TestMain runs up to four tests at once (each has a deployment of its
+// own and mostly waits for its clusters), unless -parallel is given.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	locktest.ParallelUnlessSet(4)
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(embedtest.LeakOptions()...); err != nil {

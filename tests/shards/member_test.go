@@ -94,6 +94,7 @@ func acquisitions(ctx context.Context, s recipes, name string) map[string]func()
 // when it is lost; its reads work. The sharded
 // session's own sessions on those clusters acquire as before.
 func TestPlainSessionOnMember(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	sharded := session(t, d.newShards(t))

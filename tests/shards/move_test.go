@@ -16,6 +16,7 @@ import (
 // its slot moves, although the target's revisions are far below the
 // source's; and again when it moves back.
 func TestTokensGrowAcrossMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	// The source's revisions run far ahead of the target's.
@@ -79,6 +80,7 @@ func lockAsync(ctx context.Context, m *etcdlock.Mutex) <-chan grantResult {
 // refused: it waits for the move and is granted on the target, with a
 // higher token.
 func TestMoveDrainsInOrder(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, 2*time.Minute)
 	r := d.newShards(t)
@@ -169,6 +171,7 @@ func TestMoveForceAfter(t *testing.T) {
 // to where the slot is, and a second move of a slot being moved each get a
 // clear error, and the map stays as it was.
 func TestMoveBadInput(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c0")
@@ -242,6 +245,7 @@ func mustLock(t testing.TB, m *etcdlock.Mutex) *etcdlock.Lock {
 // sends it again under the new stamp, and its token carries the raised
 // generation, above every token before.
 func TestRaiseGeneration(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	m := session(t, d.newShards(t)).NewMutex(d.nameOn(t, "c1"))
@@ -267,6 +271,7 @@ func TestRaiseGeneration(t *testing.T) {
 // slot frozen and its record in place: a new acquisition waits, a second
 // move without Resume is refused, and a move with Resume finishes it.
 func TestMoveResume(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)

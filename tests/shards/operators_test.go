@@ -96,6 +96,7 @@ func TestMoveToADeadClusterRecordsNothing(t *testing.T) {
 // map watch is held back (its root client's Watcher delivers nothing until
 // the test is done), so the move cannot learn the cluster from it.
 func TestMoveRightAfterAddCluster(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	root := d.clusters[0].TestClient(t)
@@ -152,6 +153,7 @@ func (w heldWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpO
 // again at once, the stalled mover writes nothing more when it wakes
 // (ErrMoveAborted), and the target never becomes active.
 func TestAbortMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -195,6 +197,7 @@ func TestAbortMove(t *testing.T) {
 // abort wrote, and a mover that woke late froze it) would wait for ever.
 // RaiseGeneration makes it active again, at the raised generation.
 func TestRaiseUnstrandsAnOwnedSlot(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	name := d.nameOn(t, "c0")

@@ -79,6 +79,7 @@ func checkSlot(t *testing.T, r *shard.Shards, name, id, status, from, to string)
 // it leads, and ErrSlotMoving, not ErrNoLeader, once it resigned. After the
 // move they say the slot is active on the target, and Leader ErrNoLeader.
 func TestReadsDuringMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -122,6 +123,7 @@ func TestReadsDuringMove(t *testing.T) {
 // frozen by Describe and Where, and Leader says ErrSlotMoving, not
 // ErrNoLeader.
 func TestReadsFrozenSlot(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)
@@ -173,6 +175,7 @@ func logSignal(msg string) (*zap.Logger, <-chan struct{}) {
 // be elected on the target); once the map switches it reports the target's
 // state: nobody leads there, then the next leader.
 func TestObserveDuringMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	r := d.newShards(t)

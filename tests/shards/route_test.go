@@ -15,6 +15,7 @@ import (
 // the cluster the map gives its slot, and nowhere else; tokens carry that
 // cluster's generation; Describe and List say where a name lives.
 func TestShardedRecipes(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	s := session(t, d.newShards(t))
 	ctx := embedtest.Context(t, time.Minute)
@@ -91,6 +92,7 @@ func tokenOf(ctx context.Context, l *etcdlock.Lock, err error) (etcdlock.Token, 
 // LockAll takes them on one cluster; names on two clusters are refused,
 // with nothing written.
 func TestShardKeyKeepsATeamTogether(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	s := session(t, d.newShards(t))
 	ctx := embedtest.Context(t, time.Minute)
