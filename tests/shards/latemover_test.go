@@ -109,8 +109,8 @@ func lockUnlock(t *testing.T, s *shard.Session, name string) etcdlock.Token {
 // would grant the slot). It writes nothing: (a) returns nil, the move is
 // done; (b) returns ErrMoveAborted.
 func TestLateMoverWritesNothing(t *testing.T) {
-	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1) // each subtest moves its own slot
+	t.Parallel() // its own deployment; each subtest moves its own slot
+	d := startDeployment(t, 1, 1)
 	for _, tc := range []struct {
 		name     string
 		moveBack bool
@@ -156,8 +156,8 @@ func TestLateMoverWritesNothing(t *testing.T) {
 // activation it would only drop them): a job would run twice. It returns
 // ErrMoveAborted and no job runs again.
 func TestLateMoverKeepsCompletionRecords(t *testing.T) {
-	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1) // each subtest moves its own slot
+	t.Parallel() // its own deployment; each subtest moves its own slot
+	d := startDeployment(t, 1, 1)
 	for _, phase := range []string{"drained", "activated"} {
 		t.Run(phase, func(t *testing.T) {
 			ctx := embedtest.Context(t, 2*time.Minute)
