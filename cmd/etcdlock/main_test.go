@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +46,10 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(vanishChildEnv); addr != "" {
 		os.Exit(vanishChild(addr))
 	}
+	flag.Parse()
+	// The parallel tests run processes and clusters of their own and
+	// mostly wait on them (a TTL, an outage, a vanished client).
+	locktest.ParallelUnlessSet(4)
 	code, err := testMain(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
