@@ -1,0 +1,77 @@
+package shards_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
+	"github.com/etcdlock/etcdlock/shard"
+)
+
+// TestAttackLockAllAdoptAcrossRaise: as TestAttackAdoptAcrossRaise, for a
+// sharded LockAll (and TryLockAll) of two names of one slot: the enqueue
+// Txn applies, its answer is lost, and the cluster's generation is raised
+// before the retry, which finds the keys and adopts them. Each grant's
+// token must carry the generation its key was written under (what
+// Describe reports and Break takes), with exactly one key per name.
+func TestAttackLockAllAdoptAcrossRaise(t *testing.T) {
+	d := startDeployment(t, 1, 1)
+	for _, try := range []bool{false, true} {
+		ctx := embedtest.Context(t, time.Minute)
+		s := session(t, d.newShards(t))
+		a := d.nameOn(t, "c0")
+		b := shard.KeyOf(a) + "/other"
+		gen := mustLock(t, s.NewMutex(a))
+		if err := gen.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		var raised int64
+		testhook.SetHook(s, func(p testhook.Point, err error) error {
+			if p == testhook.Enqueued && err == nil {
+				once.Do(func() {
+					g, rerr := d.admin.RaiseGeneration(ctx, "c0")
+					if rerr != nil {
+						t.Error(rerr)
+					}
+					raised = g
+					err = context.DeadlineExceeded
+				})
+			}
+			return err
+		})
+		lockAll := s.LockAll
+		if try {
+			lockAll = s.TryLockAll
+		}
+		ls, err := lockAll(ctx, a, b)
+		testhook.SetHook(s, nil)
+		if raised <= gen.Token().Generation() {
+			t.Fatalf("try %v: generation raised to %d from %d (%v)", try, raised, gen.Token().Generation(), err)
+		}
+		if err != nil {
+			t.Fatalf("try %v: %v, want the set held", try, err)
+		}
+		for _, name := range []string{a, b} {
+			l := ls.Lock(name)
+			keys := d.keysOf(t, "c0", name)
+			if len(keys) != 1 || keys[0] != l.Key() {
+				t.Errorf("try %v: %s: keys %v, want only %s", try, name, keys, l.Key())
+			}
+			if l.Token().Generation() != gen.Token().Generation() {
+				t.Errorf("try %v: %s: token %v of generation %d, want %d (the key's)", try, name, l.Token(), l.Token().Generation(), gen.Token().Generation())
+			}
+			st, err := etcdlock.Describe(ctx, d.clients["c0"], name)
+			if err != nil || st.Holder == nil || st.Holder.Token != l.Token() {
+				t.Errorf("try %v: Describe %s: %+v, %v; want token %v", try, name, st, err, l.Token())
+			}
+		}
+		if err := ls.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
