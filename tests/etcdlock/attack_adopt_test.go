@@ -332,3 +332,49 @@ func TestAttackLockAllHeldEnqueueAdopted(t *testing.T) {
 		noKeysLeft(t, direct, a, b)
 	}
 }
+
+// TestAttackLockAllLostAnswerThenGone: LockAll's (TryLockAll's) enqueue
+// Txn applies and its answer is lost; before the retry the session's lease
+// is revoked (the call fails with ErrSessionExpired and leaves no key), or
+// both keys are broken (the retry enqueues again: the set is held, with one
+// key per name).
+func TestAttackLockAllLostAnswerThenGone(t *testing.T) {
+	cli := shared.TestClient(t)
+	for _, revoke := range []bool{false, true} {
+		for _, try := range []bool{false, true} {
+			ctx := embedtest.Context(t, 30*time.Second)
+			a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+			s := locktest.OpenSession(t, shared.TestClient(t))
+			lost := loseAnswer(t, s, func() {
+				if revoke {
+					if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				breakHolder(t, cli, a)
+				breakHolder(t, cli, b)
+			}, nil)
+			ls, err := lockAllTry(ctx, s, try, a, b)
+			clearHook(s)
+			t.Logf("revoke %v, try %v: %v", revoke, try, err)
+			if !lost.Load() {
+				t.Fatalf("the hook never fired (%v)", err)
+			}
+			if revoke {
+				if !errors.Is(err, etcdlock.ErrSessionExpired) {
+					t.Errorf("revoke, try %v: %v, want ErrSessionExpired", try, err)
+				}
+				noKeysLeft(t, cli, a, b)
+				continue
+			}
+			if err != nil {
+				t.Errorf("broken, try %v: %v, want the set held", try, err)
+				noKeysLeft(t, cli, a, b)
+				continue
+			}
+			heldExactly(t, cli, ls, a, b)
+			_ = ls.Unlock(ctx)
+		}
+	}
+}
