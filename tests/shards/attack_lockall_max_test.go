@@ -1,11 +1,14 @@
 package shards_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/testhook"
 	"github.com/etcdlock/etcdlock/shard"
 )
 
@@ -21,22 +24,37 @@ func TestAttackTryLockAllMaxNames(t *testing.T) {
 	ctx := embedtest.Context(t, time.Minute)
 	s := session(t, d.newShards(t))
 	a := d.nameOn(t, "c0")
-	for _, try := range []bool{false, true} {
+	for _, tc := range []struct{ try, lose bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		try := tc.try
 		var names []string
 		for i := range shard.MaxLockAllNames {
-			names = append(names, fmt.Sprintf("{%s}/%v-%d", shard.KeyOf(a), try, i))
+			names = append(names, fmt.Sprintf("{%s}/%v-%v-%d", shard.KeyOf(a), try, tc.lose, i))
 		}
+		// lose: the first answer is lost, the retry (with its Else reads)
+		// adopts the applied Txn.
+		var once sync.Once
+		lost := false
+		testhook.SetHook(s, func(p testhook.Point, err error) error {
+			if tc.lose && p == testhook.Enqueued && err == nil {
+				once.Do(func() { lost, err = true, context.DeadlineExceeded })
+			}
+			return err
+		})
 		lockAll := s.LockAll
 		if try {
 			lockAll = s.TryLockAll
 		}
 		ls, err := lockAll(ctx, names...)
+		testhook.SetHook(s, nil)
+		if lost != tc.lose {
+			t.Errorf("%+v: an answer lost: %v", tc, lost)
+		}
 		if err != nil {
-			t.Errorf("try %v: %d names: %v", try, len(names), err)
+			t.Errorf("%+v: %d names: %v", tc, len(names), err)
 			continue
 		}
 		if n := len(ls.All()); n != len(names) {
-			t.Errorf("try %v: %d held, want %d", try, n, len(names))
+			t.Errorf("%+v: %d held, want %d", tc, n, len(names))
 		}
 		if err := ls.Unlock(ctx); err != nil {
 			t.Fatal(err)
