@@ -378,3 +378,34 @@ func TestAttackLockAllLostAnswerThenGone(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTryLockAllLostRefusal: TryLockAll(A, B) with B held; its
+// refused Txn's answer is lost, so the retry must tell a refusal from an
+// applied attempt: ErrLocked, no key of its own left, and both names free
+// for anyone once B's holder unlocks.
+func TestAttackTryLockAllLostRefusal(t *testing.T) {
+	cli := shared.TestClient(t)
+	ctx := embedtest.Context(t, 30*time.Second)
+	a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+	holder := mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), b))
+	s := locktest.OpenSession(t, shared.TestClient(t))
+	lost := loseAnswer(t, s, nil, nil)
+	ls, err := etcdlock.TryLockAll(ctx, s, a, b)
+	clearHook(s)
+	if !lost.Load() {
+		t.Fatalf("the hook never fired (%v)", err)
+	}
+	if !errors.Is(err, etcdlock.ErrLocked) {
+		t.Errorf("TryLockAll with B held: %v (%v), want ErrLocked", err, ls)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noKeysLeft(t, cli, a, b)
+	ls, err = etcdlock.TryLockAll(ctx, locktest.OpenSession(t, cli), a, b)
+	if err != nil {
+		t.Fatalf("TryLockAll of another session: %v", err)
+	}
+	heldExactly(t, cli, ls, a, b)
+	_ = ls.Unlock(ctx)
+}
