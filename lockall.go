@@ -32,8 +32,10 @@ const MaxLockAllNames = 42
 // (the shared revision; still larger than every earlier token of the name).
 //
 // On any failure, or when ctx ends, every key is deleted before LockAll
-// returns (or by the session's reaper when the cluster does not answer): it
-// never returns a part of the set. Errors are those of Mutex.Lock, and
+// returns, or by the session's reaper as soon as the cluster answers (when
+// it does not answer in time, or the enqueue's outcome was unknown: the
+// reaper first makes sure no late copy of it can create a key): it never
+// returns a part of the set. Errors are those of Mutex.Lock, and
 // ErrInvalidArgument for no names, a name given twice, or more than
 // MaxLockAllNames; ErrWouldDeadlock when ctx carries this session's grant of
 // one of the names.
