@@ -303,27 +303,36 @@ func TestAttackLockAllHeldEnqueueDeliveredLate(t *testing.T) {
 // TestAttackLockAllHeldEnqueueAdopted: the first enqueue Txn is held on a
 // cut link and delivered late, while LockAll (TryLockAll) still retries:
 // the retry finds it applied and adopts it. The set is held with exactly
-// one key per name.
+// one key per name. heldB: B is held by another session, unlocked a second
+// after the link is back: the adopted set waits for it.
 func TestAttackLockAllHeldEnqueueAdopted(t *testing.T) {
 	c := embedtest.Start(t)
 	direct := c.TestClient(t)
-	for _, try := range []bool{false, true} {
+	for _, tc := range []struct{ try, heldB bool }{{false, false}, {true, false}, {false, true}} {
 		s, link := cutSession(t, c, 10*time.Second)
 		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+		var holder *etcdlock.Lock
+		if tc.heldB {
+			holder = mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, direct), b))
+		}
 		held, sent := holdFirstEnqueue(t, s, link)
 		go func() {
 			time.Sleep(2500 * time.Millisecond)
 			link.Restore()
+			if holder != nil {
+				time.Sleep(time.Second) // the adopted set waits for B
+				_ = holder.Unlock(context.Background())
+			}
 		}()
 		ctx := embedtest.Context(t, 30*time.Second)
-		ls, err := lockAllTry(ctx, s, try, a, b)
+		ls, err := lockAllTry(ctx, s, tc.try, a, b)
 		clearHook(s)
 		if !held.Load() {
-			t.Fatalf("try %v: never held (%v)", try, err)
+			t.Fatalf("%+v: never held (%v)", tc, err)
 		}
-		t.Logf("try %v: %v (%d attempts)", try, err, sent.Load())
+		t.Logf("%+v: %v (%d attempts)", tc, err, sent.Load())
 		if err != nil {
-			t.Fatalf("try %v: %v, want the set held", try, err)
+			t.Fatalf("%+v: %v, want the set held", tc, err)
 		}
 		heldExactly(t, direct, ls, a, b)
 		if err := ls.Unlock(ctx); err != nil {
