@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -66,5 +67,35 @@ func TestAttackAdoptedWaiterHonoursLockDelay(t *testing.T) {
 		if took < delay-200*time.Millisecond {
 			t.Errorf("%+v: granted %v after the revoke, want the lock-delay (%v)", tc, took, delay)
 		}
+	}
+}
+
+// TestAttackLockAllLostAnswerKindMismatch: B is read-locked (an RWMutex);
+// LockAll(A, B) and TryLockAll(A, B) lose their enqueue's answer: both fail
+// with ErrKindMismatch and leave no key of theirs.
+func TestAttackLockAllLostAnswerKindMismatch(t *testing.T) {
+	cli := shared.TestClient(t)
+	for _, try := range []bool{false, true} {
+		ctx := embedtest.Context(t, 30*time.Second)
+		a, b := embedtest.UniqueName(t, "test"), embedtest.UniqueName(t, "test")
+		r, err := etcdlock.NewRWMutex(locktest.OpenSession(t, cli), b).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := locktest.OpenSession(t, shared.TestClient(t))
+		lost := loseAnswer(t, s, nil, nil)
+		_, err = lockAllTry(ctx, s, try, a, b)
+		clearHook(s)
+		if !lost.Load() {
+			t.Fatalf("try %v: the hook never fired (%v)", try, err)
+		}
+		if !errors.Is(err, etcdlock.ErrKindMismatch) {
+			t.Errorf("try %v: %v, want ErrKindMismatch", try, err)
+		}
+		waitFor(t, 10*time.Second, "only the reader's key", func() bool {
+			kb := keysUnder(t, cli, b)
+			return len(keysUnder(t, cli, a)) == 0 && len(kb) == 1 && kb[0] == r.Key()
+		})
+		_ = r.Unlock(ctx)
 	}
 }
