@@ -136,10 +136,16 @@ func TestAttackLockAllAdoptAcrossMove(t *testing.T) {
 				t.Errorf("the move: %v", merr)
 			}
 		}
-		for _, id := range []string{"c0", "c1"} {
-			if k := append(d.keysOf(t, id, a), d.keysOf(t, id, b)...); len(k) != 0 {
-				t.Errorf("force %v: keys left on %s: %v", force, id, k)
-			}
+		noKeysOn(t, d, a, b)
+	}
+}
+
+// noKeysOn fails t if a queue key of a or b is left on c0 or c1.
+func noKeysOn(t *testing.T, d *deployment, a, b string) {
+	t.Helper()
+	for _, id := range []string{"c0", "c1"} {
+		if k := append(d.keysOf(t, id, a), d.keysOf(t, id, b)...); len(k) != 0 {
+			t.Errorf("keys left on %s: %v", id, k)
 		}
 	}
 }
