@@ -19,8 +19,9 @@ import (
 // allTxn is one LockAll's enqueue Txn, sent until it is answered. Every key
 // compares its own absence and its session's barrier of its name, exactly
 // as a lone enqueue does (queue.enqueue), so a late copy of it creates
-// nothing once the reaper raised any of those barriers; and a TryLockAll's
-// compares the emptiness of every name too.
+// nothing once the reaper raised any of those barriers; a TryLockAll's
+// compares the emptiness of every name instead of its key's absence (which
+// it implies).
 type allTxn struct {
 	s   *Session
 	qs  []queue
@@ -116,11 +117,16 @@ func (e *allTxn) send(ctx context.Context, sents []int64) (*clientv3.TxnResponse
 		e.sgs[i] = q.slotGuard()
 		e.sks[i].gen = e.sgs[i].gen
 		stampReads = append(stampReads, e.sgs[i].read...)
-		op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), bcmp)
-		op.Cmps = append(op.Cmps, e.sgs[i].cmps...)
+		// A TryLockAll's emptiness of the name covers its key's absence
+		// (the key is under q.dir): one compare fewer per name keeps a
+		// sharded set of shard.MaxLockAllNames within --max-txn-ops.
+		absent := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 		if e.try {
-			op.Cmps = append(op.Cmps, clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix())
-		} else {
+			absent = clientv3.Compare(clientv3.CreateRevision(q.dir), "=", 0).WithPrefix()
+		}
+		op.Cmps = append(op.Cmps, absent, bcmp)
+		op.Cmps = append(op.Cmps, e.sgs[i].cmps...)
+		if !e.try {
 			op.Thens = append(op.Thens, clientv3.OpGet(q.dir, clientv3.WithPrefix(), // with values: watchDelays
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)))
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,8 +32,10 @@ const MaxLockAllNames = 42
 // (the shared revision; still larger than every earlier token of the name).
 //
 // On any failure, or when ctx ends, every key is deleted before LockAll
-// returns (or by the session's reaper when the cluster does not answer): it
-// never returns a part of the set. Errors are those of Mutex.Lock, and
+// returns, or by the session's reaper as soon as the cluster answers (when
+// it does not answer in time, or the enqueue's outcome was unknown: the
+// reaper first makes sure no late copy of it can create a key): it never
+// returns a part of the set. Errors are those of Mutex.Lock, and
 // ErrInvalidArgument for no names, a name given twice, or more than
 // MaxLockAllNames; ErrWouldDeadlock when ctx carries this session's grant of
 // one of the names.
@@ -263,9 +266,18 @@ func acquireAll(ctx context.Context, qs []queue, try bool) ([]*waiter, error) {
 	return ws, nil
 }
 
-// abandonAll abandons every waiter of a failed LockAll.
+// abandonAll abandons every waiter of a failed LockAll, all at once: each
+// abandon may wait up to wire.AttemptTimeout for a cluster that does not
+// answer (then the reaper takes over), so one after another a set of n
+// names would return n times later than a lone Lock (as Locks.Unlock).
 func abandonAll(ws []*waiter, cause error) {
+	var wg sync.WaitGroup
 	for _, w := range ws {
-		w.abandon(cause)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.abandon(cause)
+		}()
 	}
+	wg.Wait()
 }

@@ -27,11 +27,14 @@ const futureRevRetries = len(futureRevPause)
 
 // wait blocks until pol grants, ctx ends, or the key or session is lost.
 // known says ahead holds the keys ahead as the enqueue Txn saw them; else
-// they are read first.
+// they are read first, as of the key's creation (w.rev) as that Txn would
+// have: a key ahead that went since then is then seen to go by the wait
+// (its onCreated check), which weighs its lock-delay, as for any waiter
+// behind it; read as of now, it would be missed and its delay skipped.
 func (w *waiter) wait(ctx context.Context, pol policy, ahead []*mvccpb.KeyValue, known bool) error {
 	if !known {
 		var err error
-		if ahead, err = w.read(ctx, 0, pol); err != nil {
+		if ahead, err = w.read(ctx, w.rev, pol); err != nil {
 			return err
 		}
 	}
