@@ -268,6 +268,7 @@ func lockAllTry(ctx context.Context, s *etcdlock.Session, try bool, names ...str
 // link is restored and the held Txn (and its retries) delivered. No key of
 // the set may stay: both names are free again soon, for anyone.
 func TestAttackLockAllHeldEnqueueDeliveredLate(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	direct := c.TestClient(t)
 	for _, try := range []bool{false, true} {
@@ -306,6 +307,7 @@ func TestAttackLockAllHeldEnqueueDeliveredLate(t *testing.T) {
 // one key per name. heldB: B is held by another session, unlocked a second
 // after the link is back: the adopted set waits for it.
 func TestAttackLockAllHeldEnqueueAdopted(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	direct := c.TestClient(t)
 	for _, tc := range []struct{ try, heldB bool }{{false, false}, {true, false}, {false, true}} {

@@ -21,6 +21,7 @@ import (
 // AttemptTimeout, and LockAll returned 14 s after the cancel. Once the link
 // is back, no key of the set is left.
 func TestAttackLockAllCanceledOnCutLinkReturns(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waits
 	c := embedtest.Start(t)
 	direct := c.TestClient(t)
 	s, link := cutSession(t, c, 30*time.Second)

@@ -19,6 +19,7 @@ import (
 // token must carry the generation its key was written under (what
 // Describe reports and Break takes), with exactly one key per name.
 func TestAttackLockAllAdoptAcrossRaise(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1, 1)
 	for _, try := range []bool{false, true} {
 		ctx := embedtest.Context(t, time.Minute)
@@ -84,6 +85,7 @@ func TestAttackLockAllAdoptAcrossRaise(t *testing.T) {
 // move ends after their Unlock. Either way the set is held with one key
 // per name, on one cluster, and none is left after the Unlock.
 func TestAttackLockAllAdoptAcrossMove(t *testing.T) {
+	t.Parallel() // its own deployment
 	for _, force := range []bool{true, false} {
 		d := startDeployment(t, 1, 1)
 		ctx := embedtest.Context(t, time.Minute)

@@ -20,6 +20,7 @@ import (
 // the stamp (two) and the name's emptiness: 160 compares, and etcd
 // refused it (ErrInvalidArgument, "too many operations in txn request").
 func TestAttackTryLockAllMaxNames(t *testing.T) {
+	t.Parallel() // its own deployment
 	d := startDeployment(t, 1)
 	ctx := embedtest.Context(t, time.Minute)
 	s := session(t, d.newShards(t))
