@@ -112,7 +112,7 @@ func (s *server) metricsAs(t *testing.T, user, password string) (string, int) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(embedtest.Context(t, long), "GET", "http://etcdlock/metrics", nil)
 	req.SetBasicAuth(user, password)
-	resp, err := s.c.Do(req)
+	resp, err := s.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestAttackClientAuthWrongPasswordFlood(t *testing.T) {
 				}
 				req, _ := http.NewRequest("GET", "http://etcdlock/v1/leader?name=team-a/e", nil)
 				req.SetBasicAuth(fmt.Sprintf("guess%d", i), fmt.Sprintf("pw%d", n))
-				if resp, err := s.c.Do(req); err == nil {
+				if resp, err := s.HTTP.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
@@ -160,7 +160,7 @@ func TestAttackClientAuthWrongPasswordFlood(t *testing.T) {
 			turned++
 			t.Logf("bob: %d %v", code, out)
 		}
-		s.c.CloseIdleConnections()
+		s.HTTP.CloseIdleConnections()
 		time.Sleep(50 * time.Millisecond)
 	}
 	if turned > 0 {

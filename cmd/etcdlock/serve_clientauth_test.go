@@ -48,7 +48,7 @@ func (s *server) doAs(t *testing.T, user, password, method, path string, body an
 	if user != "" {
 		req.SetBasicAuth(user, password)
 	}
-	resp, err := s.c.Do(req)
+	resp, err := s.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

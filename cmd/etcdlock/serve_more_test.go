@@ -25,13 +25,13 @@ func TestServeAuthAndMetrics(t *testing.T) {
 	}
 	srv := startServer(t, nil, "--auth-token-file", tokenFile)
 	name := embedtest.UniqueName(t, "cli")
-	if code, out := srv.do(t, "POST", "/v1/hold", map[string]any{"name": name}); code != http.StatusForbidden || out["code"] != "permission_denied" {
+	if code, out := srv.Do(t, "POST", "/v1/hold", map[string]any{"name": name}); code != http.StatusForbidden || out["code"] != "permission_denied" {
 		t.Fatalf("without the token: %d %v", code, out)
 	}
-	srv.c.Transport = bearer{srv.c.Transport, "s3cret"}
-	srv.hold(t, map[string]any{"name": name})
+	srv.HTTP.Transport = bearer{srv.HTTP.Transport, "s3cret"}
+	srv.Hold(t, map[string]any{"name": name})
 	req, _ := http.NewRequest("GET", "http://etcdlock/metrics", nil)
-	resp, err := srv.c.Do(req)
+	resp, err := srv.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

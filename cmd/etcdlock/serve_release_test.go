@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
 )
 
@@ -22,13 +23,13 @@ import (
 func TestServeReleaseHold(t *testing.T) {
 	srv := startServer(t, nil, "--listen", "127.0.0.1:0")
 	name := embedtest.UniqueName(t, "cli")
-	st, code, first := srv.open(t, "/v1/hold", map[string]any{"name": name})
+	st, code, first := srv.Open(t, "/v1/hold", map[string]any{"name": name})
 	id, _ := first["hold"].(string)
 	if code != http.StatusOK || first["event"] != "granted" || len(id) != 32 {
 		t.Fatalf("hold: %d %v; want a grant with a 128-bit hold id", code, first)
 	}
 	deleteFromAnotherClient(t, srv.addr, id, name)
-	code, out := srv.do(t, "DELETE", "/v1/holds/"+id, nil)
+	code, out := srv.Do(t, "DELETE", "/v1/holds/"+id, nil)
 	if code != http.StatusOK || out["released"] != true || out["name"] != name || out["token"] != first["token"] {
 		t.Fatalf("DELETE: %d %v; want released, with the grant's name and token", code, out)
 	}
@@ -36,14 +37,14 @@ func TestServeReleaseHold(t *testing.T) {
 		t.Fatalf("after DELETE answered: %+v; want the name free", st)
 	}
 	checkReleasedLine(t, st)
-	_, code, again := srv.open(t, "/v1/hold", map[string]any{"name": name, "try": true})
+	_, code, again := srv.Open(t, "/v1/hold", map[string]any{"name": name, "try": true})
 	if code != http.StatusOK || again["event"] != "granted" {
 		t.Fatalf("the next hold: %d %v; want granted at once", code, again)
 	}
 	if a, b := holdToken(t, first["token"]), holdToken(t, again["token"]); b <= a {
 		t.Fatalf("tokens %d then %d; want growing", a, b)
 	}
-	if code, out := srv.do(t, "DELETE", "/v1/holds/"+id, nil); code != http.StatusNotFound || out["code"] != "not_held" {
+	if code, out := srv.Do(t, "DELETE", "/v1/holds/"+id, nil); code != http.StatusNotFound || out["code"] != "not_held" {
 		t.Fatalf("a second DELETE: %d %v; want 404 not_held", code, out)
 	}
 }
@@ -82,12 +83,12 @@ func deleteFromAnotherClient(t *testing.T, addr, id, name string) {
 }
 
 // checkReleasedLine wants st's next line to be "released", then its end.
-func checkReleasedLine(t *testing.T, st *stream) {
+func checkReleasedLine(t *testing.T, st *servetest.Stream) {
 	t.Helper()
-	if m := st.next(t, "released"); m == nil {
+	if m := st.Next(t, "released"); m == nil {
 		t.Fatal("the stream ended without a released line")
 	}
-	if _, ok := <-st.lines; ok {
+	if _, ok := <-st.Lines(); ok {
 		t.Fatal("the stream went on after released")
 	}
 }

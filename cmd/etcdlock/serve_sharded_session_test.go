@@ -21,12 +21,12 @@ func TestAttackServeSessionCut(t *testing.T) {
 	d, link := linkedDeployment(t)
 	srv := startServer(t, d.cs[0].Endpoints())
 	name := d.nameOn(t, "b")
-	code, opened := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "5s"})
+	code, opened := srv.Do(t, "POST", "/v1/sessions", map[string]any{"ttl": "5s"})
 	if code != http.StatusOK {
 		t.Fatalf("open: %d %v", code, opened)
 	}
 	sid := opened["session"]
-	code, locked := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", sid), map[string]any{"name": name})
+	code, locked := srv.Do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", sid), map[string]any{"name": name})
 	if code != http.StatusOK {
 		t.Fatalf("lock: %d %v", code, locked)
 	}
@@ -34,7 +34,7 @@ func TestAttackServeSessionCut(t *testing.T) {
 	var kas []string
 	for i := 0; i < 12; i++ {
 		time.Sleep(time.Second)
-		code, ka := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/keepalive", sid), nil)
+		code, ka := srv.Do(t, "POST", fmt.Sprintf("/v1/sessions/%s/keepalive", sid), nil)
 		kas = append(kas, fmt.Sprintf("%d%v", code, ka["code"]))
 	}
 	link.Restore()
@@ -42,7 +42,7 @@ func TestAttackServeSessionCut(t *testing.T) {
 	// Another client takes the name at the root.
 	c2, out2, err2 := d.sh(t, "run", name, "--wait", "20s", "--", "true")
 	t.Logf("run at the root after the cut: %d %q %q", c2, out2, err2)
-	code, ka := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/keepalive", sid), nil)
+	code, ka := srv.Do(t, "POST", fmt.Sprintf("/v1/sessions/%s/keepalive", sid), nil)
 	t.Logf("keepalive after another took the name: %d %v", code, ka)
 	if c2 == 0 && code == http.StatusOK {
 		t.Errorf("keepalive still 200 after the session's lock on b was lost and another run held %s", name)

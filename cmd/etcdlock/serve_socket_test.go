@@ -40,7 +40,7 @@ func TestServeSocketRefuses(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "another process serves on") {
 			t.Fatalf("serve on a live socket: exit %d, %q; want %d and \"another process serves on\"", code, stderr, exitUsage)
 		}
-		if status, body := first.do(t, "GET", "/v1/state?name="+embedtest.UniqueName(t, "cli"), nil); status != http.StatusOK {
+		if status, body := first.Do(t, "GET", "/v1/state?name="+embedtest.UniqueName(t, "cli"), nil); status != http.StatusOK {
 			t.Fatalf("the first serve after a second tried its socket: %d %v", status, body)
 		}
 	})
@@ -53,7 +53,7 @@ func TestServeSocketRefuses(t *testing.T) {
 		ln.(*net.UnixListener).SetUnlinkOnClose(false)
 		ln.Close() // the file stays; a dial is refused
 		srv := startServerAt(t, sock, nil)
-		if status, body := srv.do(t, "GET", "/v1/state?name="+embedtest.UniqueName(t, "cli"), nil); status != http.StatusOK {
+		if status, body := srv.Do(t, "GET", "/v1/state?name="+embedtest.UniqueName(t, "cli"), nil); status != http.StatusOK {
 			t.Fatalf("serve on a stale socket: %d %v", status, body)
 		}
 	})

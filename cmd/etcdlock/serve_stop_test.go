@@ -22,10 +22,10 @@ func TestServeStops(t *testing.T) {
 	t.Run("SIGTERM", func(t *testing.T) {
 		srv := startServer(t, nil)
 		name := embedtest.UniqueName(t, "cli")
-		st, _ := srv.hold(t, map[string]any{"name": name, "ttl": "30s"})
+		st, _ := srv.Hold(t, map[string]any{"name": name, "ttl": "30s"})
 		srv.p.signal(syscall.SIGTERM)
 		stopped := time.Now()
-		if lost := st.next(t, "lost"); lost == nil {
+		if lost := st.Next(t, "lost"); lost == nil {
 			t.Fatal("the stream ended without a lost line")
 		}
 		waitState(t, cli, name, "released", func(st *etcdlock.LockState) bool { return st.Holder == nil })
@@ -39,13 +39,13 @@ func TestServeStops(t *testing.T) {
 	t.Run("SIGKILL", func(t *testing.T) {
 		srv := startServer(t, nil)
 		name := embedtest.UniqueName(t, "cli")
-		srv.hold(t, map[string]any{"name": name, "ttl": "2s"})
-		code, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s"})
+		srv.Hold(t, map[string]any{"name": name, "ttl": "2s"})
+		code, sess := srv.Do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s"})
 		if code != http.StatusOK {
 			t.Fatal(sess)
 		}
 		other := embedtest.UniqueName(t, "cli")
-		srv.do(t, "POST", "/v1/sessions/"+sess["session"].(string)+"/lock", map[string]any{"name": other})
+		srv.Do(t, "POST", "/v1/sessions/"+sess["session"].(string)+"/lock", map[string]any{"name": other})
 		srv.p.signal(syscall.SIGKILL)
 		killed := time.Now()
 		for _, n := range []string{name, other} {

@@ -66,7 +66,7 @@ func TestServeClientKilled(t *testing.T) {
 	}
 	got := make(chan time.Time, 1)
 	go func() {
-		_, code, first := srv.open(t, "/v1/hold", map[string]any{"name": name})
+		_, code, first := srv.Open(t, "/v1/hold", map[string]any{"name": name})
 		if code != http.StatusOK || first["event"] != "granted" {
 			t.Errorf("waiter: %d %v", code, first)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -132,23 +133,23 @@ func TestShardedServe(t *testing.T) {
 	srv := startServer(t, d.cs[0].Endpoints())
 	for _, id := range []string{"a", "b"} {
 		name := d.nameOn(t, id)
-		_, granted := srv.hold(t, map[string]any{"name": name})
+		_, granted := srv.Hold(t, map[string]any{"name": name})
 		st := describe(t, d.clis[id], name)
-		if st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, granted) || st.Holder.Token.Generation() < 1 {
+		if st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, granted) || st.Holder.Token.Generation() < 1 {
 			t.Fatalf("hold of %s: %v; on cluster %s: %+v", name, granted, id, st.Holder)
 		}
-		code, state := srv.do(t, "GET", "/v1/state?name="+name, nil)
+		code, state := srv.Do(t, "GET", "/v1/state?name="+name, nil)
 		if code != http.StatusOK || state["cluster"] != id {
 			t.Fatalf("/v1/state of %s: %d %v; want cluster %s", name, code, state, id)
 		}
 	}
 	name := d.nameOn(t, "b")
-	code, opened := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
+	code, opened := srv.Do(t, "POST", "/v1/sessions", map[string]any{"ttl": "10s"})
 	if code != http.StatusOK {
 		t.Fatalf("open a session: %d %v", code, opened)
 	}
-	code, locked := srv.do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", opened["session"]), map[string]any{"name": name})
-	if st := describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, locked) {
+	code, locked := srv.Do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", opened["session"]), map[string]any{"name": name})
+	if st := describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, locked) {
 		t.Fatalf("session lock of %s: %d %v; on cluster b: %+v", name, code, locked, st.Holder)
 	}
 }

@@ -13,7 +13,7 @@ import (
 func TestServeBadInput(t *testing.T) {
 	srv := startServer(t, nil, Config{})
 	name := embedtest.UniqueName(t, "serve")
-	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{})
+	_, sess := srv.Do(t, "POST", "/v1/sessions", map[string]any{})
 	id := sess["session"].(string)
 	big := make([]byte, 70<<10)
 	for i := range big {
@@ -44,7 +44,7 @@ func TestServeBadInput(t *testing.T) {
 		{"wrong method", "GET", "/v1/hold", nil, 405, "method_not_allowed"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			code, out := srv.do(t, tc.method, tc.path, tc.body)
+			code, out := srv.Do(t, tc.method, tc.path, tc.body)
 			if code != tc.status || out["code"] != tc.code || out["error"] == "" {
 				t.Fatalf("%d %v; want %d %s", code, out, tc.status, tc.code)
 			}
@@ -54,7 +54,7 @@ func TestServeBadInput(t *testing.T) {
 		t.Fatalf("keys left under %s: %v", name, keys)
 	}
 	// A kind mismatch, and a Try of a held name.
-	st, _ := srv.hold(t, map[string]any{"name": name})
+	st, _ := srv.Hold(t, map[string]any{"name": name})
 	for body, want := range map[string]string{`{"kind":"read"}`: "kind_mismatch", `{"try":true}`: "locked"} {
 		req := map[string]any{"name": name}
 		if body == `{"kind":"read"}` {
@@ -62,9 +62,9 @@ func TestServeBadInput(t *testing.T) {
 		} else {
 			req["try"] = true
 		}
-		if _, code, first := srv.open(t, "/v1/hold", req); code != http.StatusConflict || first["code"] != want {
+		if _, code, first := srv.Open(t, "/v1/hold", req); code != http.StatusConflict || first["code"] != want {
 			t.Fatalf("%s on a held mutex: %d %v", body, code, first)
 		}
 	}
-	st.close()
+	st.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/locktest"
 )
@@ -18,14 +19,14 @@ func TestServeOneQueue(t *testing.T) {
 	srv := startServer(t, nil, Config{})
 	cli := srv.cli
 	name := embedtest.UniqueName(t, "serve")
-	a, ga := srv.hold(t, map[string]any{"name": name, "identity": "client-a"})
+	a, ga := srv.Hold(t, map[string]any{"name": name, "identity": "client-a"})
 	type opened struct {
-		st    *stream
+		st    *servetest.Stream
 		first map[string]any
 	}
 	bch := make(chan opened, 1)
 	go func() {
-		st, _, first := srv.open(t, "/v1/hold", map[string]any{"name": name, "identity": "client-b"})
+		st, _, first := srv.Open(t, "/v1/hold", map[string]any{"name": name, "identity": "client-b"})
 		bch <- opened{st, first}
 	}()
 	waitState(t, cli, name, "client-b waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
@@ -41,9 +42,9 @@ func TestServeOneQueue(t *testing.T) {
 	if got := identities(append([]etcdlock.Entry{*st.Holder}, st.Waiters...)); strings.Join(got, ",") != "client-a,client-b,go" {
 		t.Fatalf("queue %v; want client-a holding, then client-b, then go", got)
 	}
-	a.close()
+	a.Close()
 	b := <-bch
-	if b.first["event"] != "granted" || tokenOf(t, b.first) <= tokenOf(t, ga) {
+	if b.first["event"] != "granted" || servetest.TokenOf(t, b.first) <= servetest.TokenOf(t, ga) {
 		t.Fatalf("second holder: %v after %v", b.first, ga)
 	}
 	select {
@@ -51,9 +52,9 @@ func TestServeOneQueue(t *testing.T) {
 		t.Fatal("the Go Lock was granted before the HTTP holder ahead of it released")
 	case <-time.After(100 * time.Millisecond): // (asserting that it still waits)
 	}
-	b.st.close()
+	b.st.Close()
 	l := <-goLock
-	if l == nil || int64(l.Token()) <= tokenOf(t, b.first) {
+	if l == nil || int64(l.Token()) <= servetest.TokenOf(t, b.first) {
 		t.Fatalf("Go Lock after the HTTP holders: %v", l)
 	}
 	_ = l.Unlock(embedtest.Context(t, long))
@@ -66,9 +67,9 @@ func TestServeHoldsThroughMemberLoss(t *testing.T) {
 	c := embedtest.Start(t)
 	srv := startServer(t, c, Config{})
 	names := []string{embedtest.UniqueName(t, "serve"), embedtest.UniqueName(t, "serve")}
-	var streams []*stream
+	var streams []*servetest.Stream
 	for _, n := range names {
-		st, _ := srv.hold(t, map[string]any{"name": n, "ttl": "10s"})
+		st, _ := srv.Hold(t, map[string]any{"name": n, "ttl": "10s"})
 		streams = append(streams, st)
 	}
 	ctx := embedtest.Context(t, long)
@@ -86,7 +87,7 @@ func TestServeHoldsThroughMemberLoss(t *testing.T) {
 	// Alive lines keep coming for longer than the TTL, and no lost line.
 	for _, st := range streams {
 		for time.Since(killed) < 11*time.Second {
-			m := st.next(t, "alive")
+			m := st.Next(t, "alive")
 			if m == nil {
 				t.Fatal("a hold's stream ended after the leader was killed")
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
 )
 
@@ -16,11 +17,11 @@ import (
 func TestServeElection(t *testing.T) {
 	srv := startServer(t, nil, Config{})
 	name := embedtest.UniqueName(t, "serve")
-	first, code, line := srv.open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.1:80"})
+	first, code, line := srv.Open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.1:80"})
 	if code != http.StatusOK || line["event"] != "elected" {
 		t.Fatalf("campaign: %d %v", code, line)
 	}
-	code, out := srv.do(t, "GET", "/v1/leader?name="+name, nil)
+	code, out := srv.Do(t, "GET", "/v1/leader?name="+name, nil)
 	leader, _ := out["leader"].(map[string]any)
 	if code != http.StatusOK || leader["value"] != "10.0.0.1:80" || leader["token"] != line["token"] {
 		t.Fatalf("leader: %d %v", code, out)
@@ -31,12 +32,12 @@ func TestServeElection(t *testing.T) {
 	}
 	secondCh := make(chan map[string]any, 1)
 	go func() {
-		_, _, l := srv.open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.2:80"})
+		_, _, l := srv.Open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.2:80"})
 		secondCh <- l
 	}()
 	waitState(t, srv.cli, name, "the second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
-	first.close()
-	if l := <-secondCh; l["event"] != "elected" || tokenOf(t, l) <= tokenOf(t, line) {
+	first.Close()
+	if l := <-secondCh; l["event"] != "elected" || servetest.TokenOf(t, l) <= servetest.TokenOf(t, line) {
 		t.Fatalf("second candidate: %v", l)
 	}
 	deadline := time.After(long)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
+	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 )
@@ -19,25 +20,25 @@ func TestServeSessionKeepalives(t *testing.T) {
 	srv := startServer(t, nil, Config{})
 	cli := srv.cli
 	name := embedtest.UniqueName(t, "serve")
-	code, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s", "identity": "py"})
+	code, sess := srv.Do(t, "POST", "/v1/sessions", map[string]any{"ttl": "2s", "identity": "py"})
 	if code != http.StatusOK || len(fmt.Sprint(sess["session"])) != 32 {
 		t.Fatalf("open session: %d %v", code, sess)
 	}
 	id := fmt.Sprint(sess["session"])
-	code, g := srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
+	code, g := srv.Do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
 	if code != http.StatusOK {
 		t.Fatalf("lock: %d %v", code, g)
 	}
-	code, e := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": fmt.Sprint(tokenOf(t, g) - 1)})
+	code, e := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": fmt.Sprint(servetest.TokenOf(t, g) - 1)})
 	if code != http.StatusConflict || e["code"] != "not_held" {
 		t.Fatalf("unlock with another token: %d %v", code, e)
 	}
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		if code, ka := srv.do(t, "POST", "/v1/sessions/"+id+"/keepalive", nil); code != http.StatusOK {
+		if code, ka := srv.Do(t, "POST", "/v1/sessions/"+id+"/keepalive", nil); code != http.StatusOK {
 			t.Fatalf("keepalive: %d %v", code, ka)
 		}
 	}
-	if st := describe(t, cli, name); st.Holder == nil || int64(st.Holder.Token) != tokenOf(t, g) {
+	if st := describe(t, cli, name); st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, g) {
 		t.Fatalf("after 3 s of keepalives (TTL 2 s): %+v", st.Holder)
 	}
 	stopped := time.Now()
@@ -45,20 +46,20 @@ func TestServeSessionKeepalives(t *testing.T) {
 	if d := time.Since(stopped); d > 2*time.Second+time.Second {
 		t.Fatalf("freed %v after the last keepalive; want within the TTL (2 s)", d)
 	}
-	if code, e := srv.do(t, "POST", "/v1/sessions/"+id+"/keepalive", nil); code != http.StatusNotFound || e["code"] != "session_expired" {
+	if code, e := srv.Do(t, "POST", "/v1/sessions/"+id+"/keepalive", nil); code != http.StatusNotFound || e["code"] != "session_expired" {
 		t.Fatalf("keepalive of an expired session: %d %v", code, e)
 	}
 	// Unlock with the right token releases.
-	code, sess = srv.do(t, "POST", "/v1/sessions", map[string]any{})
+	code, sess = srv.Do(t, "POST", "/v1/sessions", map[string]any{})
 	id = fmt.Sprint(sess["session"])
-	_, g = srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
-	if code, e := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
+	_, g = srv.Do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
+	if code, e := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
 		t.Fatalf("unlock: %d %v", code, e)
 	}
 	if st := describe(t, cli, name); st.Holder != nil {
 		t.Fatalf("held after unlock: %+v", st.Holder)
 	}
-	srv.do(t, "DELETE", "/v1/sessions/"+id, nil)
+	srv.Do(t, "DELETE", "/v1/sessions/"+id, nil)
 }
 
 // TestServeSessionLockWaitsPastTTL: a session's lock request that waits
@@ -67,12 +68,12 @@ func TestServeSessionKeepalives(t *testing.T) {
 func TestServeSessionLockWaitsPastTTL(t *testing.T) {
 	srv := startServer(t, nil, Config{})
 	name := embedtest.UniqueName(t, "serve")
-	held, _ := srv.hold(t, map[string]any{"name": name})
-	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{"ttl": "1s"})
+	held, _ := srv.Hold(t, map[string]any{"name": name})
+	_, sess := srv.Do(t, "POST", "/v1/sessions", map[string]any{"ttl": "1s"})
 	id := fmt.Sprint(sess["session"])
 	got := make(chan map[string]any, 1)
 	go func() {
-		code, g := srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name, "wait": "30s"})
+		code, g := srv.Do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name, "wait": "30s"})
 		if code != http.StatusOK {
 			t.Errorf("lock: %d %v", code, g)
 		}
@@ -80,9 +81,9 @@ func TestServeSessionLockWaitsPastTTL(t *testing.T) {
 	}()
 	waitState(t, srv.cli, name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	time.Sleep(2500 * time.Millisecond) // longer than the TTL with no keepalive: what the test is about
-	held.close()
+	held.Close()
 	g := <-got
-	if code, out := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
+	if code, out := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
 		t.Fatalf("unlock after the wait: %d %v", code, out)
 	}
 }
@@ -127,14 +128,14 @@ func TestServeVersusV3Lock(t *testing.T) {
 	}
 	t.Logf("v3lock: the late unlock of %q deleted the later grant (same key)", first.Key)
 
-	_, sess := srv.do(t, "POST", "/v1/sessions", map[string]any{})
+	_, sess := srv.Do(t, "POST", "/v1/sessions", map[string]any{})
 	id := sess["session"].(string)
-	_, g1 := srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
-	if code, out := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g1["token"]}); code != http.StatusOK {
+	_, g1 := srv.Do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
+	if code, out := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g1["token"]}); code != http.StatusOK {
 		t.Fatal(out)
 	}
-	_, g2 := srv.do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
-	code, out := srv.do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g1["token"]})
+	_, g2 := srv.Do(t, "POST", "/v1/sessions/"+id+"/lock", map[string]any{"name": name})
+	code, out := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g1["token"]})
 	if code != http.StatusConflict || out["code"] != "not_held" {
 		t.Fatalf("serve: a late unlock of token %v: %d %v", g1["token"], code, out)
 	}
