@@ -25,7 +25,7 @@ func TestBreakOlderThan(t *testing.T) {
 	if code != exitUsage || out != "" || !strings.Contains(stderr, "less than --older-than 1h0m0s: left alone") {
 		t.Fatalf("break --older-than 1h of a young grant: exit %d, stdout %q, stderr %q; want 1 and left alone", code, out, stderr)
 	}
-	if st := describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() {
+	if st := locktest.Describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() {
 		t.Fatalf("break --older-than 1h changed the holder: %+v", st.Holder)
 	}
 	code, out, stderr = run(t, "break", name, "--older-than", "1ns")
@@ -70,7 +70,7 @@ func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 		}
 		granted <- l
 	}()
-	waitState(t, cli, name, "the second in the queue", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, name, "the second in the queue", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	time.Sleep(6 * time.Second) // the second waits 6 s
 	if err := first.Unlock(embedtest.Context(t, long)); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestBreakOlderThanCountsHeldTime(t *testing.T) {
 	if second == nil {
 		t.FailNow()
 	}
-	waitState(t, cli, name, "the grant stamp", func(st *etcdlock.LockState) bool { return st.Holder != nil && st.Holder.Stamped })
+	locktest.WaitState(t, cli, name, "the grant stamp", func(st *etcdlock.LockState) bool { return st.Holder != nil && st.Holder.Stamped })
 	code, out, stderr := run(t, "break", name, "--older-than", "5s")
 	if code != exitUsage || out != "" || !strings.Contains(stderr, "less than --older-than 5s: left alone") {
 		t.Fatalf("break --older-than 5s of a holder that waited 6 s: exit %d, stdout %q, stderr %q; want it left alone", code, out, stderr)

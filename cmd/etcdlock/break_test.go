@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -28,7 +29,7 @@ func TestBreak(t *testing.T) {
 		t.Fatalf("break without --force: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
 	oneErrorLine(t, stderr, "without --force")
-	if st := describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() {
+	if st := locktest.Describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() {
 		t.Fatalf("break without --force changed the holder: %+v", st.Holder)
 	}
 
@@ -60,7 +61,7 @@ func checkBroken(t *testing.T, cli *clientv3.Client, name string, s *etcdlock.Se
 	case <-time.After(long):
 		t.Fatal("the holder never learned that its lock was broken")
 	}
-	st := describe(t, cli, name)
+	st := locktest.Describe(t, cli, name)
 	if st.Holder == nil || st.Holder.Identity != "next/2" {
 		t.Errorf("holder after break = %+v, want next/2", st.Holder)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // nextLeader reads observe's JSON lines until one satisfies cond.
@@ -85,7 +86,7 @@ func TestElectAndObserve(t *testing.T) {
 
 	second := startEnv(t, []string{"GATE=" + gate}, append([]string{"elect", name, "v2", "--identity", "second", "--"},
 		sh(`echo "leading $ETCDLOCK_VALUE $ETCDLOCK_TOKEN"; while [ ! -e "$GATE" ]; do sleep 0.02; done`)...)...)
-	waitState(t, cli, name, "second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, name, "second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 
 	first.signal(syscall.SIGINT) // resigns
 	if code, _ := first.wait(); code != 0 || !strings.Contains(first.stderr.String(), "resigned leadership") {
@@ -104,7 +105,7 @@ func TestElectAndObserve(t *testing.T) {
 	if code, _ := obs.wait(); code != 0 {
 		t.Fatalf("observe exited %d; stderr: %s", code, obs.stderr.String())
 	}
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Errorf("keys left: %+v", st)
 	}
 }

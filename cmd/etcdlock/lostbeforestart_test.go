@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -46,7 +47,7 @@ func TestRunLostBeforeStart(t *testing.T) {
 	if code != exitLost || !strings.Contains(stderr.String(), "lost before the command started") {
 		t.Fatalf("run: exit %d, want %d; stderr: %s", code, exitLost, stderr.String())
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Errorf("lock held after run exited: %+v", st.Holder)
 	}
 }

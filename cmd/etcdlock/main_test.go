@@ -298,32 +298,6 @@ func hold(t testing.TB, cli *clientv3.Client, name, identity string) (*etcdlock.
 	return s, l
 }
 
-// describe reads name's state.
-func describe(t testing.TB, cli *clientv3.Client, name string) *etcdlock.LockState {
-	t.Helper()
-	st, err := etcdlock.Describe(embedtest.Context(t, long), cli, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// waitState polls name's state until cond holds.
-func waitState(t testing.TB, cli *clientv3.Client, name, what string, cond func(*etcdlock.LockState) bool) *etcdlock.LockState {
-	t.Helper()
-	deadline := time.Now().Add(long)
-	for {
-		st := describe(t, cli, name)
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s on %q; last state: holder %v, %d waiters", what, name, st.Holder, len(st.Waiters))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // identities lists the identities of entries.
 func identities(es []etcdlock.Entry) []string {
 	var ids []string

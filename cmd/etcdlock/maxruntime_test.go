@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunMaxRuntime: a command that runs past --max-runtime gets SIGTERM
@@ -33,7 +34,7 @@ func TestRunMaxRuntime(t *testing.T) {
 	if took < 1500*time.Millisecond {
 		t.Errorf("etcdlock exited %v after it started: before the cap and its grace", took)
 	}
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("the lock is still held after --max-runtime: %+v", st)
 	}
 	code, _, stderr = run(t, "run", name, "--max-runtime", "1m", "--", "true")
@@ -60,7 +61,7 @@ func TestRunEscalatesIgnoredSIGTERM(t *testing.T) {
 	if code != 128+int(syscall.SIGKILL) || !strings.Contains(stderr, "SIGKILL in 500ms") || !strings.Contains(stderr, "sending SIGKILL") {
 		t.Fatalf("exit %d, want %d (killed); stderr: %s", code, 128+int(syscall.SIGKILL), stderr)
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Fatalf("the lock is still held: %+v", st.Holder)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunNames: run --names waits until every name is granted (here behind
@@ -25,13 +26,13 @@ func TestRunNames(t *testing.T) {
 	if code != exitWaitTimeout {
 		t.Fatalf("--wait 0 with %s held: exit %d, want %d; stderr %s", b, code, exitWaitTimeout, stderr)
 	}
-	if st := describe(t, cli, a); st.Holder != nil {
+	if st := locktest.Describe(t, cli, a); st.Holder != nil {
 		t.Fatalf("--wait 0 left a key under %s: %+v", a, st.Holder)
 	}
 	p := start(t, append([]string{"run", "--names", a + "," + b, "--"},
 		sh(`echo "$ETCDLOCK_NAME|$ETCDLOCK_KEY|$ETCDLOCK_TOKEN"`)...)...)
-	waitState(t, cli, b, "run's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
-	if st := describe(t, cli, a); st.Holder == nil {
+	locktest.WaitState(t, cli, b, "run's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	if st := locktest.Describe(t, cli, a); st.Holder == nil {
 		t.Fatalf("run holds no key of %s while it waits for %s", a, b)
 	}
 	if err := held.Unlock(embedtest.Context(t, long)); err != nil {
@@ -49,7 +50,7 @@ func TestRunNames(t *testing.T) {
 		t.Fatalf("ETCDLOCK_TOKEN=%q (%v); want above the holder's %d", f[2], err, held.Token())
 	}
 	for _, name := range []string{a, b} {
-		if st := describe(t, cli, name); st.Holder != nil {
+		if st := locktest.Describe(t, cli, name); st.Holder != nil {
 			t.Fatalf("%s still held after run: %+v", name, st.Holder)
 		}
 	}
@@ -76,7 +77,7 @@ func TestStatusShowsLockDelay(t *testing.T) {
 	if code, _ := p.wait(); code != 0 {
 		t.Fatalf("exit %d after SIGINT; stderr %s", code, p.stderr.String())
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Fatalf("still held: %+v", st.Holder)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // appendScript appends "ran $1 $ETCDLOCK_TOKEN" to $LOG, then exits $2.
@@ -69,7 +70,7 @@ func TestRunOnceAcrossMachines(t *testing.T) {
 			t.Fatalf("run --once %s (command exits %s): exit %d, ran %v; want %d, %v; stderr: %s", step.id, step.exit, code, ran, step.code, step.ran, stderr)
 		}
 	}
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("keys left after the runs: %+v", st)
 	}
 }
@@ -92,7 +93,7 @@ func TestRunOnceBadFlags(t *testing.T) {
 		}
 		oneErrorLine(t, stderr, tc.want)
 	}
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("keys left after refused flags: %+v", st)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunRidesOutOutage: with the default TTL and grace, a command keeps
@@ -61,14 +62,14 @@ func TestRunRequeuesAfterOutage(t *testing.T) {
 	_, l := hold(t, cli, name, "holder")
 	p := startRaw(t, nil, append([]string{"--endpoints", strings.Join(link.Endpoints(), ","), "--dial-timeout", "20s",
 		"--command-timeout", "20s", "run", name, "--ttl", "2", "--wait", "1m", "--"}, sh(`echo ran`)...)...)
-	first := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	first := locktest.WaitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	link.Cut()
 	cut := time.Now()
-	waitState(t, cli, name, "the waiter's lease to expire", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 0 })
+	locktest.WaitState(t, cli, name, "the waiter's lease to expire", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 0 })
 	time.Sleep(4 * time.Second) // a longer outage than the TTL: the fault itself
 	link.Restore()
 	outage := time.Since(cut)
-	waitState(t, cli, name, "the waiter to queue again", func(st *etcdlock.LockState) bool {
+	locktest.WaitState(t, cli, name, "the waiter to queue again", func(st *etcdlock.LockState) bool {
 		return len(st.Waiters) == 1 && st.Waiters[0].Lease != first.Waiters[0].Lease
 	})
 	if err := l.Unlock(embedtest.Context(t, long)); err != nil {

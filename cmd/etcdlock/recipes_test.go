@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunSemaphoreAndReaders: with --semaphore 2 two runs hold at once and a
@@ -40,13 +41,13 @@ func TestRunSemaphoreAndReaders(t *testing.T) {
 				p.waitLine("started " + id)
 				procs = append(procs, p)
 			}
-			st := describe(t, cli, name)
+			st := locktest.Describe(t, cli, name)
 			if len(st.Holders) != 2 || st.Holders[0].Kind != tc.kind {
 				t.Fatalf("holders %+v", st.Holders)
 			}
 			args := append([]string{"run", name, "--identity", "C"}, tc.third...)
 			c := startEnv(t, env, append(append(args, "--"), sh(script, "C")...)...)
-			waitState(t, cli, name, "C waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+			locktest.WaitState(t, cli, name, "C waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 			if err := os.WriteFile(gate, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -42,7 +43,7 @@ func TestRunTakesTurns(t *testing.T) {
 	dir := t.TempDir()
 	log, gate := filepath.Join(dir, "log"), filepath.Join(dir, "gate")
 	procs := startTurns(t, cli, name, log, gate)
-	st := describe(t, cli, name)
+	st := locktest.Describe(t, cli, name)
 	if got := identities(st.Waiters); strings.Join(got, ",") != "B,C" {
 		t.Fatalf("waiters = %v, want [B C]", got)
 	}
@@ -60,7 +61,7 @@ func TestRunTakesTurns(t *testing.T) {
 		}
 	}
 	checkTurns(t, readLog(t, log))
-	if st := describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("keys left after all runs: %+v", st)
 	}
 }
@@ -85,7 +86,7 @@ func startTurns(t *testing.T, cli *clientv3.Client, name, log, gate string) []*p
 			continue
 		}
 		// Start the next one only once this one waits, so the start order is known.
-		waitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == i })
+		locktest.WaitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == i })
 	}
 	return procs
 }
@@ -143,7 +144,7 @@ func TestRunWaitTimeout(t *testing.T) {
 		oneErrorLine(t, stderr, "held or waited for")
 	})
 	// Checked at once, not polled: etcdlock removes its key before exiting.
-	st := describe(t, cli, name)
+	st := locktest.Describe(t, cli, name)
 	if st.Holder == nil || st.Holder.Key != l.Key() || len(st.Waiters) != 0 {
 		t.Fatalf("state after the timeouts: holder %+v, waiters %+v; want only the test's holder", st.Holder, st.Waiters)
 	}
@@ -156,14 +157,14 @@ func TestRunInterruptWhileWaiting(t *testing.T) {
 	name := embedtest.UniqueName(t, "cli")
 	_, l := hold(t, cli, name, "holder")
 	p := start(t, "run", name, "--", "/bin/echo", "ran")
-	waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	p.signal(syscall.SIGINT)
 	code, out := p.wait()
 	if code != 130 || out != "" {
 		t.Fatalf("exit %d, stdout %q; want 130 and no output; stderr: %s", code, out, p.stderr.String())
 	}
 	oneErrorLine(t, p.stderr.String(), "interrupted by SIGINT while waiting")
-	st := describe(t, cli, name)
+	st := locktest.Describe(t, cli, name)
 	if st.Holder == nil || st.Holder.Key != l.Key() || len(st.Waiters) != 0 {
 		t.Fatalf("state after the interrupt: holder %+v, waiters %+v; want only the test's holder", st.Holder, st.Waiters)
 	}
@@ -204,7 +205,7 @@ func TestRunExitCodes(t *testing.T) {
 			if tc.stderr != "" {
 				oneErrorLine(t, stderr, tc.stderr)
 			}
-			if st := describe(t, cli, name); st.Holder != nil {
+			if st := locktest.Describe(t, cli, name); st.Holder != nil {
 				t.Errorf("lock still held after run: %+v", st.Holder)
 			}
 		})
@@ -263,7 +264,7 @@ while :; do sleep 0.05; done`
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, p.stderr.String())
 			}
-			if st := describe(t, cli, name); st.Holder != nil {
+			if st := locktest.Describe(t, cli, name); st.Holder != nil {
 				t.Errorf("lock still held: %+v", st.Holder)
 			}
 		})
@@ -291,7 +292,7 @@ func TestRunLeaseRevoked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := describe(t, cli, name)
+			st := locktest.Describe(t, cli, name)
 			if st.Holder == nil {
 				t.Fatal("no holder while the command runs")
 			}
@@ -376,7 +377,7 @@ func TestRunBrokenWhileRunning(t *testing.T) {
 	if code != exitLost || !strings.Contains(p.stderr.String(), "deleted by someone else") {
 		t.Fatalf("run: exit %d, want 125; stderr: %s", code, p.stderr.String())
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Errorf("lock held after run exited: %+v", st.Holder)
 	}
 }
@@ -389,7 +390,7 @@ func TestRunWithoutCommandHolds(t *testing.T) {
 	name := embedtest.UniqueName(t, "cli")
 	p := start(t, "run", name, "--identity", "by-hand")
 	line := p.waitLine("holding")
-	st := describe(t, cli, name)
+	st := locktest.Describe(t, cli, name)
 	if st.Holder == nil || st.Holder.Identity != "by-hand" || !strings.Contains(line, st.Holder.Token.String()) ||
 		!strings.Contains(line, st.Holder.Key) {
 		t.Fatalf("printed %q; held %+v", line, st.Holder)
@@ -398,13 +399,13 @@ func TestRunWithoutCommandHolds(t *testing.T) {
 	if code, _ := p.wait(); code != 0 {
 		t.Fatalf("exit %d after SIGINT, want 0; stderr %s", code, p.stderr.String())
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Fatalf("still held after SIGINT: %+v", st.Holder)
 	}
 
 	p = start(t, "run", name)
 	p.waitLine("holding")
-	st = describe(t, cli, name)
+	st = locktest.Describe(t, cli, name)
 	if err := etcdlock.Break(embedtest.Context(t, long), cli, name, st.Holder.Token); err != nil {
 		t.Fatal(err)
 	}

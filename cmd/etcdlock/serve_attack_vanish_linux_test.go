@@ -77,7 +77,7 @@ func TestAttackServeVanishedSessionWaiter(t *testing.T) {
 			t.Fatalf("child: %q %v; want %s", line, err, want)
 		}
 	}
-	waitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	granted := make(chan string, 1)
 	s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("go-waiter"))
 	go func() {
@@ -86,14 +86,14 @@ func TestAttackServeVanishedSessionWaiter(t *testing.T) {
 		}
 		granted <- held
 	}()
-	waitState(t, cli, held, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, held, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	ns.vanish(t)
 	gone := time.Now()
 	select {
 	case <-granted:
 		t.Logf("the held name reached its Go waiter %v after the client vanished", time.Since(gone).Round(time.Millisecond))
 	case <-time.After(30 * time.Second):
-		st := describe(t, cli, held)
+		st := locktest.Describe(t, cli, held)
 		select {
 		case <-granted:
 			t.Fatalf("the held name of a vanished session client (ttl 5 s) reached its Go waiter only %v after it vanished", time.Since(gone).Round(time.Second))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // server is a running etcdlock serve, reached over its unix socket by
@@ -77,7 +78,7 @@ func startServerFlags(t *testing.T, sock string, env, flags []string, args ...st
 // keysOf returns the keys of name's holders and waiters.
 func keysOf(t *testing.T, name string) []string {
 	t.Helper()
-	st := describe(t, cluster.TestClient(t), name)
+	st := locktest.Describe(t, cluster.TestClient(t), name)
 	var keys []string
 	for _, e := range append(st.Holders, st.Waiters...) {
 		keys = append(keys, e.Key)

@@ -13,6 +13,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestServeReleaseHold: DELETE /v1/holds/{id} answers once the grant's
@@ -33,7 +34,7 @@ func TestServeReleaseHold(t *testing.T) {
 	if code != http.StatusOK || out["released"] != true || out["name"] != name || out["token"] != first["token"] {
 		t.Fatalf("DELETE: %d %v; want released, with the grant's name and token", code, out)
 	}
-	if st := describe(t, cluster.TestClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cluster.TestClient(t), name); st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("after DELETE answered: %+v; want the name free", st)
 	}
 	checkReleasedLine(t, st)
@@ -77,7 +78,7 @@ func deleteFromAnotherClient(t *testing.T, addr, id, name string) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"code":"not_held"`) {
 		t.Fatalf("DELETE by another client: %d %s; want 404 not_held", resp.StatusCode, b)
 	}
-	if describe(t, cluster.TestClient(t), name).Holder == nil {
+	if locktest.Describe(t, cluster.TestClient(t), name).Holder == nil {
 		t.Fatal("the hold went after another client's DELETE")
 	}
 }

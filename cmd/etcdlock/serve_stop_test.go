@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestServeStops: on SIGTERM the server releases its grants at once (the
@@ -28,7 +29,7 @@ func TestServeStops(t *testing.T) {
 		if lost := st.Next(t, "lost"); lost == nil {
 			t.Fatal("the stream ended without a lost line")
 		}
-		waitState(t, cli, name, "released", func(st *etcdlock.LockState) bool { return st.Holder == nil })
+		locktest.WaitState(t, cli, name, "released", func(st *etcdlock.LockState) bool { return st.Holder == nil })
 		if d := time.Since(stopped); d > 5*time.Second {
 			t.Fatalf("released %v after SIGTERM; want at once (TTL 30 s)", d)
 		}
@@ -49,7 +50,7 @@ func TestServeStops(t *testing.T) {
 		srv.p.signal(syscall.SIGKILL)
 		killed := time.Now()
 		for _, n := range []string{name, other} {
-			waitState(t, cli, n, "freed", func(st *etcdlock.LockState) bool { return st.Holder == nil })
+			locktest.WaitState(t, cli, n, "freed", func(st *etcdlock.LockState) bool { return st.Holder == nil })
 		}
 		if d := time.Since(killed); d > 2*time.Second+3*time.Second {
 			t.Fatalf("freed %v after SIGKILL; want within the TTL (2 s) and a moment", d)

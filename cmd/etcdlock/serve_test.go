@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // holdChildEnv makes the test binary an HTTP client that holds the name
@@ -72,7 +73,7 @@ func TestServeClientKilled(t *testing.T) {
 		}
 		got <- time.Now()
 	}()
-	waitState(t, cluster.TestClient(t), name, "waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cluster.TestClient(t), name, "waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

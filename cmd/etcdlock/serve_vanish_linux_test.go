@@ -108,7 +108,7 @@ func TestServeVanishedClient(t *testing.T) {
 			t.Fatalf("child: %q %v; want %s", line, err, want)
 		}
 	}
-	waitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, awaited, "the client waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	granted := make(chan string, 2)
 	for _, name := range []string{held, awaited} {
 		s := locktest.OpenSession(t, cli, etcdlock.WithIdentity("go-waiter"))
@@ -119,8 +119,8 @@ func TestServeVanishedClient(t *testing.T) {
 			granted <- name
 		}()
 	}
-	waitState(t, cli, held, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
-	waitState(t, cli, awaited, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 2 })
+	locktest.WaitState(t, cli, held, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, awaited, "a Go waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 2 })
 	ns.vanish(t)
 	gone := time.Now()
 	if err := first.Unlock(embedtest.Context(t, long)); err != nil {
@@ -131,7 +131,7 @@ func TestServeVanishedClient(t *testing.T) {
 		case name := <-granted:
 			t.Logf("%s reached its Go waiter %v after the client vanished", name, time.Since(gone).Round(time.Millisecond))
 		case <-time.After(30*time.Second - time.Since(gone)):
-			t.Fatalf("a name of the vanished client did not reach its Go waiter within 30 s: %+v / %+v", describe(t, cli, held), describe(t, cli, awaited))
+			t.Fatalf("a name of the vanished client did not reach its Go waiter within 30 s: %+v / %+v", locktest.Describe(t, cli, held), locktest.Describe(t, cli, awaited))
 		}
 	}
 }

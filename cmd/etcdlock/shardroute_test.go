@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -101,7 +102,7 @@ func TestShardedRun(t *testing.T) {
 	el := d.start(t, "elect", name, "v1", "-o", "json")
 	el.waitLine(`"self":true`)
 	obs.waitLine(`"value":"v1"`)
-	if st := describe(t, d.clis["b"], name); st.Holder == nil || st.Holder.Value != "v1" {
+	if st := locktest.Describe(t, d.clis["b"], name); st.Holder == nil || st.Holder.Value != "v1" {
 		t.Fatalf("the election on cluster b: %+v", st.Holder)
 	}
 	for _, p := range []*proc{el, obs} {
@@ -134,7 +135,7 @@ func TestShardedServe(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		name := d.nameOn(t, id)
 		_, granted := srv.Hold(t, map[string]any{"name": name})
-		st := describe(t, d.clis[id], name)
+		st := locktest.Describe(t, d.clis[id], name)
 		if st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, granted) || st.Holder.Token.Generation() < 1 {
 			t.Fatalf("hold of %s: %v; on cluster %s: %+v", name, granted, id, st.Holder)
 		}
@@ -149,7 +150,7 @@ func TestShardedServe(t *testing.T) {
 		t.Fatalf("open a session: %d %v", code, opened)
 	}
 	code, locked := srv.Do(t, "POST", fmt.Sprintf("/v1/sessions/%s/lock", opened["session"]), map[string]any{"name": name})
-	if st := describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, locked) {
+	if st := locktest.Describe(t, d.clis["b"], name); code != http.StatusOK || st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, locked) {
 		t.Fatalf("session lock of %s: %d %v; on cluster b: %+v", name, code, locked, st.Holder)
 	}
 }

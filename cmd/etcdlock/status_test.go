@@ -32,7 +32,7 @@ func queueUp(t *testing.T, cli *clientv3.Client, name string, ids ...string) {
 		}()
 		t.Cleanup(func() { cancel(); <-done })
 		n := i + 1
-		waitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == n })
+		locktest.WaitState(t, cli, name, id+" waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == n })
 	}
 }
 
@@ -82,7 +82,7 @@ func TestStatusJSONMatchesDescribe(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	want := describe(t, cli, name)
+	want := locktest.Describe(t, cli, name)
 	if got.Name != want.Name || got.Revision <= 0 || got.Holder == nil {
 		t.Fatalf("status = %+v, want name %q, a revision and a holder", got, want.Name)
 	}

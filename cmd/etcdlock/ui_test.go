@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestUI: etcdlock ui serves the page and its API for the prefix on the
@@ -117,7 +118,7 @@ func TestUITimelineTellsHowGrantsEnded(t *testing.T) {
 	}
 	// A holder killed with SIGKILL: its lease runs out.
 	killed := start(t, "run", "--ttl", "2", base+"/killed", "--", "sleep", "60")
-	st := waitState(t, cli, base+"/killed", "the run holding", func(st *etcdlock.LockState) bool { return st.Holder != nil })
+	st := locktest.WaitState(t, cli, base+"/killed", "the run holding", func(st *etcdlock.LockState) bool { return st.Holder != nil })
 	killedToken := int64(st.Holder.Token)
 	killed.signal(syscall.SIGKILL)
 	killed.wait()

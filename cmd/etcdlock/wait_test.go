@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestRunShortWait: a --wait shorter than a round trip (1ns) still gets a free
@@ -27,7 +28,7 @@ func TestRunShortWait(t *testing.T) {
 		}
 		oneErrorLine(t, stderr, "--wait")
 	}
-	if st := describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() || len(st.Waiters) != 0 {
+	if st := locktest.Describe(t, cli, name); st.Holder == nil || st.Holder.Key != l.Key() || len(st.Waiters) != 0 {
 		t.Fatalf("after the timed-out runs: %+v; want the holder alone", st)
 	}
 }

@@ -122,7 +122,7 @@ func canceledWaiter(t *testing.T, ctx context.Context, cli *clientv3.Client, s *
 	lctx, cancel := context.WithCancel(ctx)
 	res := make(chan error, 1)
 	go func() { _, err := etcdlock.NewMutex(s, name).Lock(lctx); res <- err }()
-	st := waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	st := locktest.WaitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	cancel()
 	<-res
 	return st.Waiters[0].Token
@@ -164,7 +164,7 @@ func TestWhyAKeyWent(t *testing.T) {
 		}
 		waiting <- l
 	}()
-	waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,16 +182,4 @@ func TestWhyAKeyWent(t *testing.T) {
 	if err != nil || len(all) != 0 {
 		t.Fatalf("List after every end: %+v, %v; want nothing", all, err)
 	}
-}
-
-// waitState polls Describe until cond holds.
-func waitState(t *testing.T, cli *clientv3.Client, name, what string, cond func(*etcdlock.LockState) bool) *etcdlock.LockState {
-	t.Helper()
-	var st *etcdlock.LockState
-	waitFor(t, 30*time.Second, what, func() bool {
-		var err error
-		st, err = etcdlock.Describe(embedtest.Context(t, 10*time.Second), cli, name)
-		return err == nil && cond(st)
-	})
-	return st
 }

@@ -45,19 +45,19 @@ func TestGrantStamp(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			name := embedtest.UniqueName(t, "test")
 			releaseFirst := tc.take(locktest.OpenSession(t, cli), name)
-			st := waitState(t, cli, name, "the first holder", func(st *etcdlock.LockState) bool { return st.Holder != nil })
+			st := locktest.WaitState(t, cli, name, "the first holder", func(st *etcdlock.LockState) bool { return st.Holder != nil })
 			if h := st.Holder; h.Stamped || !h.Granted.Equal(h.Enqueued) {
 				t.Fatalf("a grant at enqueue: %+v; want Granted = Enqueued, no stamp", h)
 			}
 			next := make(chan func() error, 1)
 			go func() { next <- tc.take(locktest.OpenSession(t, cli), name) }()
-			waitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+			locktest.WaitState(t, cli, name, "a waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 			released := time.Now()
 			if err := releaseFirst(); err != nil {
 				t.Fatal(err)
 			}
 			releaseSecond := <-next
-			st = waitState(t, cli, name, "the grant stamp", func(st *etcdlock.LockState) bool { return st.Holder != nil && st.Holder.Stamped })
+			st = locktest.WaitState(t, cli, name, "the grant stamp", func(st *etcdlock.LockState) bool { return st.Holder != nil && st.Holder.Stamped })
 			h := st.Holder
 			if !h.Granted.After(h.Enqueued) || h.Granted.Before(released.Truncate(time.Millisecond)) {
 				t.Fatalf("the stamp %v; want after the enqueue %v and the release %v", h.Granted, h.Enqueued, released)

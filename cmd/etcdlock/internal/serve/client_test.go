@@ -18,6 +18,7 @@ import (
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/lockjson"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -78,36 +79,10 @@ func (s *server) observe(t *testing.T, name string) <-chan string {
 	return ch
 }
 
-// describe reads name's state.
-func describe(t testing.TB, cli *clientv3.Client, name string) *etcdlock.LockState {
-	t.Helper()
-	st, err := etcdlock.Describe(embedtest.Context(t, long), cli, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// waitState polls name's state until cond holds.
-func waitState(t testing.TB, cli *clientv3.Client, name, what string, cond func(*etcdlock.LockState) bool) *etcdlock.LockState {
-	t.Helper()
-	deadline := time.Now().Add(long)
-	for {
-		st := describe(t, cli, name)
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s on %q; last state: holder %v, %d waiters", what, name, st.Holder, len(st.Waiters))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // keysOf returns the keys of name's holders and waiters.
 func (s *server) keysOf(t *testing.T, name string) []string {
 	t.Helper()
-	st := describe(t, s.cli, name)
+	st := locktest.Describe(t, s.cli, name)
 	var keys []string
 	for _, e := range append(st.Holders, st.Waiters...) {
 		keys = append(keys, e.Key)

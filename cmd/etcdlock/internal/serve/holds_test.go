@@ -29,7 +29,7 @@ func TestServeOneQueue(t *testing.T) {
 		st, _, first := srv.Open(t, "/v1/hold", map[string]any{"name": name, "identity": "client-b"})
 		bch <- opened{st, first}
 	}()
-	waitState(t, cli, name, "client-b waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, cli, name, "client-b waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	goLock := make(chan *etcdlock.Lock, 1)
 	go func() {
 		l, err := etcdlock.NewMutex(locktest.OpenSession(t, cli, etcdlock.WithIdentity("go")), name).Lock(embedtest.Context(t, long))
@@ -38,7 +38,7 @@ func TestServeOneQueue(t *testing.T) {
 		}
 		goLock <- l
 	}()
-	st := waitState(t, cli, name, "go waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 2 })
+	st := locktest.WaitState(t, cli, name, "go waiting", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 2 })
 	if got := identities(append([]etcdlock.Entry{*st.Holder}, st.Waiters...)); strings.Join(got, ",") != "client-a,client-b,go" {
 		t.Fatalf("queue %v; want client-a holding, then client-b, then go", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 )
 
 // TestServeElection: a campaign stream is elected, /v1/leader and
@@ -35,7 +36,7 @@ func TestServeElection(t *testing.T) {
 		_, _, l := srv.Open(t, "/v1/campaign", map[string]any{"name": name, "value": "10.0.0.2:80"})
 		secondCh <- l
 	}()
-	waitState(t, srv.cli, name, "the second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, srv.cli, name, "the second candidate", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	first.Close()
 	if l := <-secondCh; l["event"] != "elected" || servetest.TokenOf(t, l) <= servetest.TokenOf(t, line) {
 		t.Fatalf("second candidate: %v", l)

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/cmd/etcdlock/internal/servetest"
 	"github.com/etcdlock/etcdlock/embedtest"
+	"github.com/etcdlock/etcdlock/internal/locktest"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 )
 
@@ -38,11 +39,11 @@ func TestServeSessionKeepalives(t *testing.T) {
 			t.Fatalf("keepalive: %d %v", code, ka)
 		}
 	}
-	if st := describe(t, cli, name); st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, g) {
+	if st := locktest.Describe(t, cli, name); st.Holder == nil || int64(st.Holder.Token) != servetest.TokenOf(t, g) {
 		t.Fatalf("after 3 s of keepalives (TTL 2 s): %+v", st.Holder)
 	}
 	stopped := time.Now()
-	waitState(t, cli, name, "freed", func(st *etcdlock.LockState) bool { return st.Holder == nil })
+	locktest.WaitState(t, cli, name, "freed", func(st *etcdlock.LockState) bool { return st.Holder == nil })
 	if d := time.Since(stopped); d > 2*time.Second+time.Second {
 		t.Fatalf("freed %v after the last keepalive; want within the TTL (2 s)", d)
 	}
@@ -56,7 +57,7 @@ func TestServeSessionKeepalives(t *testing.T) {
 	if code, e := srv.Do(t, "POST", "/v1/sessions/"+id+"/unlock", map[string]any{"name": name, "token": g["token"]}); code != http.StatusOK {
 		t.Fatalf("unlock: %d %v", code, e)
 	}
-	if st := describe(t, cli, name); st.Holder != nil {
+	if st := locktest.Describe(t, cli, name); st.Holder != nil {
 		t.Fatalf("held after unlock: %+v", st.Holder)
 	}
 	srv.Do(t, "DELETE", "/v1/sessions/"+id, nil)
@@ -79,7 +80,7 @@ func TestServeSessionLockWaitsPastTTL(t *testing.T) {
 		}
 		got <- g
 	}()
-	waitState(t, srv.cli, name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
+	locktest.WaitState(t, srv.cli, name, "the session's waiter", func(st *etcdlock.LockState) bool { return len(st.Waiters) == 1 })
 	time.Sleep(2500 * time.Millisecond) // longer than the TTL with no keepalive: what the test is about
 	held.Close()
 	g := <-got
@@ -139,7 +140,7 @@ func TestServeVersusV3Lock(t *testing.T) {
 	if code != http.StatusConflict || out["code"] != "not_held" {
 		t.Fatalf("serve: a late unlock of token %v: %d %v", g1["token"], code, out)
 	}
-	if st := describe(t, cli, name); st.Holder == nil || fmt.Sprint(st.Holder.Token) != fmt.Sprint(g2["token"]) {
+	if st := locktest.Describe(t, cli, name); st.Holder == nil || fmt.Sprint(st.Holder.Token) != fmt.Sprint(g2["token"]) {
 		t.Fatalf("serve: the later grant %v after the late unlock: %+v", g2["token"], st.Holder)
 	}
 }
