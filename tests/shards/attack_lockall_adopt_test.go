@@ -57,22 +57,30 @@ func TestAttackLockAllAdoptAcrossRaise(t *testing.T) {
 		if err != nil {
 			t.Fatalf("try %v: %v, want the set held", try, err)
 		}
-		for _, name := range []string{a, b} {
-			l := ls.Lock(name)
-			keys := d.keysOf(t, "c0", name)
-			if len(keys) != 1 || keys[0] != l.Key() {
-				t.Errorf("try %v: %s: keys %v, want only %s", try, name, keys, l.Key())
-			}
-			if l.Token().Generation() != gen.Token().Generation() {
-				t.Errorf("try %v: %s: token %v of generation %d, want %d (the key's)", try, name, l.Token(), l.Token().Generation(), gen.Token().Generation())
-			}
-			st, err := etcdlock.Describe(ctx, d.clients["c0"], name)
-			if err != nil || st.Holder == nil || st.Holder.Token != l.Token() {
-				t.Errorf("try %v: Describe %s: %+v, %v; want token %v", try, name, st, err, l.Token())
-			}
-		}
+		checkAdoptedSet(t, ctx, d, ls, gen.Token().Generation(), try, a, b)
 		if err := ls.Unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// checkAdoptedSet checks a set adopted across a raise: exactly one key per
+// name, the set's, with a token of generation gen (its key's), as Describe
+// reports it.
+func checkAdoptedSet(t *testing.T, ctx context.Context, d *deployment, ls *etcdlock.Locks, gen int64, try bool, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		l := ls.Lock(name)
+		keys := d.keysOf(t, "c0", name)
+		if len(keys) != 1 || keys[0] != l.Key() {
+			t.Errorf("try %v: %s: keys %v, want only %s", try, name, keys, l.Key())
+		}
+		if l.Token().Generation() != gen {
+			t.Errorf("try %v: %s: token %v of generation %d, want %d (the key's)", try, name, l.Token(), l.Token().Generation(), gen)
+		}
+		st, err := etcdlock.Describe(ctx, d.clients["c0"], name)
+		if err != nil || st.Holder == nil || st.Holder.Token != l.Token() {
+			t.Errorf("try %v: Describe %s: %+v, %v; want token %v", try, name, st, err, l.Token())
 		}
 	}
 }
