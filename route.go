@@ -55,10 +55,12 @@ type routing struct {
 	retired  []*Session               // lost children, closed by Close
 }
 
-// clusterChild is the session on one cluster; mu serialises its opening.
+// clusterChild is the session on one cluster. open is a token held while
+// it is opened (a channel, so that a caller waiting for another's opening
+// still ends with its ctx or Close); s is guarded by routing.mu.
 type clusterChild struct {
-	mu sync.Mutex
-	s  *Session
+	open chan struct{}
+	s    *Session
 }
 
 // newRoutedSession is the seam's constructor, for package shard only (its
@@ -146,17 +148,20 @@ func (s *Session) routeRead(ctx context.Context, name string) (*Session, <-chan 
 // child returns the live session of s on cluster id, opening it (again,
 // after a loss) as needed.
 func (set *routing) child(ctx context.Context, s *Session, id string) (*Session, error) {
-	set.mu.Lock()
-	c := set.children[id]
-	if c == nil {
-		c = &clusterChild{}
-		set.children[id] = c
+	c, cur := set.current(id)
+	if cur != nil && cur.Err() == nil {
+		return cur, nil
 	}
-	set.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.s != nil && c.s.Err() == nil {
-		return c.s, nil
+	select {
+	case c.open <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctxErr(ctx, ctx.Err())
+	case <-s.closing:
+		return nil, ErrSessionClosed
+	}
+	defer func() { <-c.open }()
+	if _, cur = set.current(id); cur != nil && cur.Err() == nil {
+		return cur, nil // opened by the one it waited for
 	}
 	cli, err := set.r.Client(ctx, id)
 	if err != nil {
@@ -187,6 +192,19 @@ func (set *routing) child(ctx context.Context, s *Session, id string) (*Session,
 	}
 	c.s = cs
 	return cs, nil
+}
+
+// current returns the entry of cluster id (made on first use) and its
+// session, nil before its first opening.
+func (set *routing) current(id string) (*clusterChild, *Session) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	c := set.children[id]
+	if c == nil {
+		c = &clusterChild{open: make(chan struct{}, 1)}
+		set.children[id] = c
+	}
+	return c, c.s
 }
 
 // openChild opens a cluster session with o. An opening that ends on its
@@ -250,18 +268,12 @@ func (set *routing) validUntil() time.Time {
 // live returns the current session of each cluster.
 func (set *routing) live() []*Session {
 	set.mu.Lock()
-	cs := make([]*clusterChild, 0, len(set.children))
-	for _, c := range set.children {
-		cs = append(cs, c)
-	}
-	set.mu.Unlock()
+	defer set.mu.Unlock()
 	var out []*Session
-	for _, c := range cs {
-		c.mu.Lock()
+	for _, c := range set.children {
 		if c.s != nil {
 			out = append(out, c.s)
 		}
-		c.mu.Unlock()
 	}
 	return out
 }

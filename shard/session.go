@@ -42,14 +42,16 @@ const MaxLockAllNames = 32
 //     Try forms return etcdlock.ErrLocked); LockAll takes only names of one
 //     cluster (give them one shard key, see KeyOf), at most
 //     MaxLockAllNames.
-//   - Once the Shards it routes through is closed, its acquisitions fail
-//     with an error wrapping etcdlock.ErrSessionClosed (Mutex.Run and
-//     Election.Run return it), and its grants are lost with the member
-//     clients; Close it still, to end it.
+//   - Close of the Shards it routes through closes it first (its grants
+//     are released, its waits end, while the member clients still work):
+//     its acquisitions then fail with an error wrapping
+//     etcdlock.ErrSessionClosed (Mutex.Run and Election.Run return it),
+//     as after its own Close.
 //
 // A Session is safe for concurrent use.
 type Session struct {
 	s          *etcdlock.Session // the core's routed session (seam.NewRoutedSession)
+	r          *Shards           // the Shards it routes through; its Close closes s
 	testHandle                   // the tests' way to s's knobs (testhooks.go)
 }
 
@@ -71,7 +73,16 @@ func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) 
 		return nil, err
 	}
 	rs := s.(*etcdlock.Session)
-	return &Session{s: rs, testHandle: testhook.HandleOf(rs)}, nil
+	ss := &Session{s: rs, r: r, testHandle: testhook.HandleOf(rs)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		if r.sessions == nil {
+			r.sessions = map[*Session]struct{}{}
+		}
+		r.sessions[ss] = struct{}{}
+	}
+	return ss, nil
 }
 
 // NewMutex returns the mutex called name on s (see etcdlock.NewMutex).
@@ -128,16 +139,23 @@ func (s *Session) TTL() time.Duration { return s.s.TTL() }
 // (far ahead while it has none).
 func (s *Session) ValidUntil() time.Time { return s.s.ValidUntil() }
 
-// Done returns a channel that is closed once Close is called.
+// Done returns a channel that is closed once Close (its own or its
+// Shards') is called.
 func (s *Session) Done() <-chan struct{} { return s.s.Done() }
 
-// Err returns nil until Close, then etcdlock.ErrSessionClosed.
+// Err returns nil until Close (its own or its Shards'), then
+// etcdlock.ErrSessionClosed.
 func (s *Session) Err() error { return s.s.Err() }
 
 // Close closes every cluster session, in parallel (see
 // etcdlock.Session.Close), and returns their errors joined. Later calls
 // return the first call's result.
-func (s *Session) Close() error { return s.s.Close() }
+func (s *Session) Close() error {
+	s.r.mu.Lock()
+	delete(s.r.sessions, s)
+	s.r.mu.Unlock()
+	return s.s.Close()
+}
 
 // router is the seam.Router of a Session: the map of r.
 type router struct{ r *Shards }

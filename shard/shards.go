@@ -47,6 +47,7 @@ type Shards struct {
 	changed  chan struct{}               // closed (and replaced) when m, clusters or moves change
 	clients  map[string]*clientv3.Client // dialed so far
 	dialed   map[string][]string         // the endpoints each of clients was dialed with
+	sessions map[*Session]struct{}       // the open Sessions routed through it
 	closed   bool
 }
 
@@ -358,8 +359,10 @@ func (r *Shards) isClosed() bool {
 	return r.closed
 }
 
-// Close stops following the map and closes the member clients it dialed
-// (sessions on them end). It returns the first close error.
+// Close closes the Sessions routed through r that are still open (their
+// grants are released and their leases revoked while the member clients
+// still work), stops following the map and closes the member clients it
+// dialed. It returns the first error closing a client.
 func (r *Shards) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -367,8 +370,18 @@ func (r *Shards) Close() error {
 		return nil
 	}
 	r.closed = true
-	clients := r.clients
+	clients, sessions := r.clients, r.sessions
+	r.sessions = nil
 	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.s.Close() // its own Close returns the error
+		}()
+	}
+	wg.Wait()
 	r.stop()
 	r.wg.Wait()
 	var errs []error
