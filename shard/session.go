@@ -5,6 +5,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,7 @@ type Session struct {
 // cluster's session opened on first use with opts. ctx bounds nothing past
 // this call (cluster sessions are opened later, under the acquisition's
 // ctx). It returns an error wrapping etcdlock.ErrInvalidArgument for a nil
-// r or an invalid option.
+// r or an invalid option, and etcdlock.ErrSessionClosed once r is closed.
 func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) (*Session, error) {
 	if r == nil {
 		return nil, newError("new session", "", fmt.Errorf("%w: nil shards", etcdlock.ErrInvalidArgument))
@@ -75,12 +76,17 @@ func NewSession(ctx context.Context, r *Shards, opts ...etcdlock.SessionOption) 
 	rs := s.(*etcdlock.Session)
 	ss := &Session{s: rs, r: r, testHandle: testhook.HandleOf(rs)}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
+	closed := r.closed
+	if !closed {
 		if r.sessions == nil {
 			r.sessions = map[*Session]struct{}{}
 		}
 		r.sessions[ss] = struct{}{}
+	}
+	r.mu.Unlock()
+	if closed {
+		// It has opened nothing yet: its Close only ends it.
+		return nil, errors.Join(newError("new session", "", fmt.Errorf("%w: its Shards is closed", etcdlock.ErrSessionClosed)), rs.Close())
 	}
 	return ss, nil
 }

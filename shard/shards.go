@@ -362,7 +362,7 @@ func (r *Shards) isClosed() bool {
 // Close closes the Sessions routed through r that are still open (their
 // grants are released and their leases revoked while the member clients
 // still work), stops following the map and closes the member clients it
-// dialed. It returns the first error closing a client.
+// dialed. It returns the errors of those closes joined.
 func (r *Shards) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -373,18 +373,23 @@ func (r *Shards) Close() error {
 	clients, sessions := r.clients, r.sessions
 	r.sessions = nil
 	r.mu.Unlock()
+	errs := make([]error, 0, len(sessions)+len(clients))
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for s := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = s.s.Close() // its own Close returns the error
+			if err := s.s.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
 	r.stop()
 	r.wg.Wait()
-	var errs []error
 	for _, cli := range clients {
 		errs = append(errs, cli.Close())
 	}

@@ -132,6 +132,9 @@ func TestAttackRunEndsWhenShardsClose(t *testing.T) {
 			if _, err := s.NewMutex(name).Lock(ctx); !errors.Is(err, etcdlock.ErrSessionClosed) {
 				t.Fatalf("Lock after Shards.Close: %v, want ErrSessionClosed", err)
 			}
+			if _, err := shard.NewSession(ctx, r); !errors.Is(err, etcdlock.ErrSessionClosed) {
+				t.Fatalf("NewSession after Shards.Close: %v, want ErrSessionClosed", err)
+			}
 		})
 	}
 }
