@@ -182,15 +182,21 @@ func (set *routing) child(ctx context.Context, s *Session, id string) (*Session,
 	cs.root = s
 	cs.stamps = &clusterStamps{id: id, moving: set.r.Moving}
 	set.mu.Lock()
-	defer set.mu.Unlock()
-	if s.Err() != nil { // closed meanwhile: Close did not see cs
-		_ = cs.Close()
+	closed := s.Err() != nil // closed meanwhile: Close did not see cs
+	if !closed {
+		if c.s != nil {
+			set.retired = append(set.retired, c.s)
+		}
+		c.s = cs
+	}
+	set.mu.Unlock()
+	if closed {
+		// Outside set.mu: Close may wait for a revoke that others need not.
+		if err := cs.Close(); err != nil {
+			s.log.Warn("close a cluster session opened as the session closed", zap.String("cluster", id), zap.Error(err))
+		}
 		return nil, ErrSessionClosed
 	}
-	if c.s != nil {
-		set.retired = append(set.retired, c.s)
-	}
-	c.s = cs
 	return cs, nil
 }
 
