@@ -30,29 +30,15 @@ func TestAttackLockAllAdoptAcrossRaise(t *testing.T) {
 		if err := gen.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var once sync.Once
-		var raised int64
-		testhook.SetHook(s, func(p testhook.Point, err error) error {
-			if p == testhook.Enqueued && err == nil {
-				once.Do(func() {
-					g, rerr := d.admin.RaiseGeneration(ctx, "c0")
-					if rerr != nil {
-						t.Error(rerr)
-					}
-					raised = g
-					err = context.DeadlineExceeded
-				})
-			}
-			return err
-		})
+		raised := raiseWhenEnqueued(t, ctx, d, s)
 		lockAll := s.LockAll
 		if try {
 			lockAll = s.TryLockAll
 		}
 		ls, err := lockAll(ctx, a, b)
 		testhook.SetHook(s, nil)
-		if raised <= gen.Token().Generation() {
-			t.Fatalf("try %v: generation raised to %d from %d (%v)", try, raised, gen.Token().Generation(), err)
+		if raised() <= gen.Token().Generation() {
+			t.Fatalf("try %v: generation raised to %d from %d (%v)", try, raised(), gen.Token().Generation(), err)
 		}
 		if err != nil {
 			t.Fatalf("try %v: %v, want the set held", try, err)

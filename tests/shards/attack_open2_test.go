@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock"
-	"github.com/etcdlock/etcdlock/embedtest"
-	"github.com/etcdlock/etcdlock/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,26 +21,12 @@ import (
 // is granted.
 func TestAttackSecondOpenerKeepsItsCtx(t *testing.T) {
 	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1)
-	ctx := embedtest.Context(t, time.Minute)
-	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	d, s, m, ctx := outageSession(t)
 	n1, n2 := d.nameOn(t, "c1"), d.nameOn(t, "c1")
-	m := d.clusters[1].Members()[0]
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan error, 1)
-	go func() {
-		l, err := s.NewMutex(n1).Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		first <- err
-	}()
+	first := lockAndUnlock(ctx, s, n1)
 	time.Sleep(300 * time.Millisecond) // the first one opens
 	start := time.Now()
 	restarted := make(chan error, 1)
@@ -53,7 +37,7 @@ func TestAttackSecondOpenerKeepsItsCtx(t *testing.T) {
 	valid := make(chan struct{})
 	go func() { s.ValidUntil(); close(valid) }()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	_, err = s.NewMutex(n2).Lock(sctx)
+	_, err := s.NewMutex(n2).Lock(sctx)
 	cancel()
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || took > 3*time.Second {
@@ -81,20 +65,12 @@ func TestAttackSecondOpenerKeepsItsCtx(t *testing.T) {
 // is left on c1. After Close nothing of them is left: no key, no lease.
 func TestAttackManyOpenersOneLease(t *testing.T) {
 	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1)
-	ctx := embedtest.Context(t, time.Minute)
-	ttl := 2 * time.Second
-	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	d, s, m, ctx := outageSession(t)
 	before := d.leases(t, "c1")
 	names := make([]string, 8)
 	for i := range names {
 		names[i] = d.nameOn(t, "c1")
 	}
-	m := d.clusters[1].Members()[0]
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +87,12 @@ func TestAttackManyOpenersOneLease(t *testing.T) {
 	}
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-	_, err = s.NewMutex(d.nameOn(t, "c1")).Lock(sctx)
+	_, err := s.NewMutex(d.nameOn(t, "c1")).Lock(sctx)
 	cancel()
 	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 3*time.Second {
 		t.Errorf("Lock with a 1.5s ctx during the opening: %v after %v", err, took.Round(time.Millisecond))
 	}
-	time.Sleep(time.Until(start.Add(ttl + time.Second)))
+	time.Sleep(time.Until(start.Add(openTTL + time.Second)))
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,29 +22,14 @@ import (
 // opening's ErrSessionExpired while its ctx has time left.
 func TestAttackSlowGrantOpensAgain(t *testing.T) {
 	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1)
-	ctx := embedtest.Context(t, time.Minute)
-	ttl := 2 * time.Second
-	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	d, s, m, ctx := outageSession(t)
 	n1 := d.nameOn(t, "c1")
-	m := d.clusters[1].Members()[0]
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan error, 1)
-	go func() {
-		l, err := s.NewMutex(n1).Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		res <- err
-	}()
+	res := lockAndUnlock(ctx, s, n1)
 	// The fault itself: the member stays down for longer than the TTL.
-	time.Sleep(ttl + time.Second)
+	time.Sleep(openTTL + time.Second)
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +44,9 @@ func TestAttackSlowGrantOpensAgain(t *testing.T) {
 // wait for the opening to give up at the acquisition's ctx.
 func TestAttackCloseDuringSlowOpening(t *testing.T) {
 	t.Parallel() // its own deployment
-	d := startDeployment(t, 1, 1)
-	ctx := embedtest.Context(t, time.Minute)
-	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, s, m, ctx := outageSession(t)
 	n1 := d.nameOn(t, "c1")
-	if err := d.clusters[1].Members()[0].Kill(); err != nil {
+	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
@@ -87,6 +67,40 @@ func TestAttackCloseDuringSlowOpening(t *testing.T) {
 	if err := <-res; !errors.Is(err, etcdlock.ErrSessionClosed) {
 		t.Fatalf("Lock during Close: %v, want ErrSessionClosed", err)
 	}
+}
+
+// openTTL is the TTL of the sessions of the tests of openings: short, so
+// that an outage outlasts it.
+const openTTL = 2 * time.Second
+
+// outageSession starts a deployment of two one-member clusters and a
+// shard.Session on it with a TTL of openTTL, closed at cleanup, and
+// returns them with c1's member, which the caller kills, and the test's
+// context.
+func outageSession(t *testing.T) (*deployment, *shard.Session, *embedtest.Member, context.Context) {
+	t.Helper()
+	d := startDeployment(t, 1, 1)
+	ctx := embedtest.Context(t, time.Minute)
+	s, err := shard.NewSession(ctx, d.newShards(t), etcdlock.WithTTL(openTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return d, s, d.clusters[1].Members()[0], ctx
+}
+
+// lockAndUnlock locks name on s, then unlocks it, and sends the first
+// error (nil when both succeeded).
+func lockAndUnlock(ctx context.Context, s *shard.Session, name string) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		l, err := s.NewMutex(name).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		res <- err
+	}()
+	return res
 }
 
 // TestAttackRunEndsWhenShardsClose: Mutex.Run and Election.Run of a

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,26 +284,12 @@ func TestAttackAdoptAcrossRaise(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var once sync.Once
-	var raised int64
-	testhook.SetHook(s, func(p testhook.Point, err error) error {
-		if p == testhook.Enqueued && err == nil {
-			once.Do(func() {
-				g, rerr := d.admin.RaiseGeneration(ctx, "c0")
-				if rerr != nil {
-					t.Error(rerr)
-				}
-				raised = g
-				err = context.DeadlineExceeded
-			})
-		}
-		return err
-	})
+	raised := raiseWhenEnqueued(t, ctx, d, s)
 	adopted := mustLock(t, m)
 	testhook.SetHook(s, nil)
-	if adopted.Token().Generation() != first.Token().Generation() || raised <= first.Token().Generation() {
+	if adopted.Token().Generation() != first.Token().Generation() || raised() <= first.Token().Generation() {
 		t.Errorf("adopted token %v (generation %d); before %v (generation %d); raised to %d",
-			adopted.Token(), adopted.Token().Generation(), first.Token(), first.Token().Generation(), raised)
+			adopted.Token(), adopted.Token().Generation(), first.Token(), first.Token().Generation(), raised())
 	}
 	st, err := etcdlock.Describe(ctx, d.clients["c0"], name)
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != adopted.Token() {
@@ -317,8 +304,8 @@ func TestAttackAdoptAcrossRaise(t *testing.T) {
 		t.Fatal("the broken grant's context never ended")
 	}
 	next := mustLock(t, m)
-	if next.Token().Generation() != raised || next.Token() <= adopted.Token() {
-		t.Errorf("next token %v (generation %d) after the adopted %v; raised to %d", next.Token(), next.Token().Generation(), adopted.Token(), raised)
+	if next.Token().Generation() != raised() || next.Token() <= adopted.Token() {
+		t.Errorf("next token %v (generation %d) after the adopted %v; raised to %d", next.Token(), next.Token().Generation(), adopted.Token(), raised())
 	}
 }
 
@@ -370,4 +357,27 @@ func TestAttackMemberKillRestart(t *testing.T) {
 			return err == nil && resp.Count == 0
 		})
 	}
+}
+
+// raiseWhenEnqueued sets a hook on s that, at its first enqueue Txn that
+// applied, raises c0's generation and reports the Txn's answer as lost (so
+// the retry adopts the key written under the old generation). raised
+// returns the generation it raised to, 0 before.
+func raiseWhenEnqueued(t *testing.T, ctx context.Context, d *deployment, s *shard.Session) (raised func() int64) {
+	var once sync.Once
+	var g atomic.Int64
+	testhook.SetHook(s, func(p testhook.Point, err error) error {
+		if p == testhook.Enqueued && err == nil {
+			once.Do(func() {
+				r, rerr := d.admin.RaiseGeneration(ctx, "c0")
+				if rerr != nil {
+					t.Error(rerr)
+				}
+				g.Store(r)
+				err = context.DeadlineExceeded
+			})
+		}
+		return err
+	})
+	return g.Load
 }
