@@ -64,9 +64,9 @@ type clusterChild struct {
 }
 
 // newRoutedSession is the seam's constructor, for package shard only (its
-// shard.NewSession calls it through seam.NewRoutedSession): a session that holds no lease of its own and
-// puts each acquisition on its session of the cluster r gives the name's
-// slot, opened on first use with opts, whose key-creating writes carry the
+// shard.NewSession calls it through seam.NewRoutedSession): a session that
+// holds no lease of its own and puts each acquisition on its session of
+// the cluster r gives the name's slot, opened on first use with opts, whose key-creating writes carry the
 // slot's stamp guard. Such a session is never handed to users as it is:
 // its Lease is 0 and it is not lost when one of its clusters' sessions is,
 // the contract shard.Session documents. root is its Client; ctx bounds

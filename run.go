@@ -82,10 +82,10 @@ func (r *runner) run(ctx context.Context) error {
 }
 
 // endsRun reports an acquisition's error that trying again cannot mend: bad
-// input, a nested acquisition, or a session that cannot route any more (a
-// sharded session whose Shards is closed: ErrSessionClosed).
+// input or a nested acquisition. (A closed session ends Run through its
+// ctx, untilClosed; a sharded one's Shards closes it on its own Close.)
 func endsRun(err error) bool {
-	for _, end := range []error{ErrInvalidName, ErrInvalidArgument, ErrKindMismatch, ErrWouldDeadlock, ErrSessionClosed} {
+	for _, end := range []error{ErrInvalidName, ErrInvalidArgument, ErrKindMismatch, ErrWouldDeadlock} {
 		if errors.Is(err, end) {
 			return true
 		}

@@ -167,9 +167,6 @@ func (s *Session) Close() error {
 type router struct{ r *Shards }
 
 func (rt router) Owner(slot int) (string, <-chan struct{}, error) {
-	if rt.r.isClosed() {
-		return "", nil, fmt.Errorf("%w: the Shards it routes through is closed", etcdlock.ErrSessionClosed)
-	}
 	m, changed := rt.r.snapshot()
 	id := m.Owner[slot]
 	if id == "" {

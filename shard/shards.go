@@ -352,13 +352,6 @@ func (r *Shards) Moves() []MoveInfo {
 	return out
 }
 
-// isClosed reports whether Close was called.
-func (r *Shards) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
 // Close closes the Sessions routed through r that are still open (their
 // grants are released and their leases revoked while the member clients
 // still work), stops following the map and closes the member clients it
@@ -373,19 +366,16 @@ func (r *Shards) Close() error {
 	clients, sessions := r.clients, r.sessions
 	r.sessions = nil
 	r.mu.Unlock()
-	errs := make([]error, 0, len(sessions)+len(clients))
-	var mu sync.Mutex
+	errs := make([]error, len(sessions), len(sessions)+len(clients))
 	var wg sync.WaitGroup
+	i := 0
 	for s := range sessions {
 		wg.Add(1)
-		go func() {
+		go func(i int) {
 			defer wg.Done()
-			if err := s.s.Close(); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+			errs[i] = s.s.Close()
+		}(i)
+		i++
 	}
 	wg.Wait()
 	r.stop()
