@@ -2,15 +2,12 @@ package etcdlock_test
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock"
 	"github.com/etcdlock/etcdlock/embedtest"
 	"github.com/etcdlock/etcdlock/internal/locktest"
-	"github.com/etcdlock/etcdlock/internal/testhook"
 )
 
 // TestLockAllAdoptsItsAppliedTxn: LockAll's enqueue Txn applies but its
@@ -35,8 +32,7 @@ func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
 				holder = mustLock(t, etcdlock.NewMutex(locktest.OpenSession(t, cli), b))
 			}
 			s := locktest.OpenSession(t, cli)
-			var lost atomic.Bool
-			setHook(t, loseFirstAnswer(&lost), s)
+			lost := loseAnswer(t, s, nil, nil)
 			res := lockAllAsync(ctx, s, a, b)
 			if tc.heldB {
 				waitFor(t, 10*time.Second, "LockAll queued behind B's holder", func() bool { return len(keysUnder(t, cli, b)) == 2 })
@@ -52,31 +48,11 @@ func TestLockAllAdoptsItsAppliedTxn(t *testing.T) {
 			if r.err != nil {
 				t.Fatalf("LockAll after a lost answer: %v, want both names held", r.err)
 			}
-			for _, name := range []string{a, b} {
-				l := r.ls.Lock(name)
-				keys := keysUnder(t, cli, name)
-				if l == nil || len(keys) != 1 || keys[0] != l.Key() {
-					t.Fatalf("%s: keys %v, want only the adopted key of %v", name, keys, l)
-				}
-				if err := l.Context().Err(); err != nil {
-					t.Errorf("%s: the grant already ended: %v", name, context.Cause(l.Context()))
-				}
-			}
+			heldExactly(t, cli, r.ls, a, b)
 			if err := r.ls.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
 		})
-	}
-}
-
-// loseFirstAnswer returns a test hook that reports the first enqueue Txn
-// that applied as of unknown outcome (its answer lost), and sets lost.
-func loseFirstAnswer(lost *atomic.Bool) func(testhook.Point, error) error {
-	return func(p testhook.Point, err error) error {
-		if p == testhook.Enqueued && err == nil && lost.CompareAndSwap(false, true) {
-			return errors.New("test: the Txn's answer was lost")
-		}
-		return err
 	}
 }
 
