@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -266,18 +265,8 @@ func acquireAll(ctx context.Context, qs []queue, try bool) ([]*waiter, error) {
 	return ws, nil
 }
 
-// abandonAll abandons every waiter of a failed LockAll, all at once: each
-// abandon may wait up to wire.AttemptTimeout for a cluster that does not
-// answer (then the reaper takes over), so one after another a set of n
-// names would return n times later than a lone Lock (as Locks.Unlock).
+// abandonAll abandons every waiter of a failed LockAll, all at once (an
+// abandon that the cluster does not answer leaves its key to the reaper).
 func abandonAll(ws []*waiter, cause error) {
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.abandon(cause)
-		}()
-	}
-	wg.Wait()
+	parallel(len(ws), func(i int) { ws[i].abandon(cause) })
 }

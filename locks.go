@@ -69,15 +69,7 @@ func (ls *Locks) makeContext(watch bool) {
 // those that were not (or whose delete ctx cut short), joined.
 func (ls *Locks) Unlock(ctx context.Context) error {
 	errs := make([]error, len(ls.all))
-	var wg sync.WaitGroup
-	for i, l := range ls.all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.Unlock(ctx)
-		}()
-	}
-	wg.Wait()
+	parallel(len(ls.all), func(i int) { errs[i] = ls.all[i].Unlock(ctx) })
 	ls.ctxOnce.Do(func() { ls.makeContext(false) }) // made now if never, so that it ends
 	for _, stop := range ls.stops {
 		stop()

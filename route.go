@@ -246,15 +246,7 @@ func (s *Session) closeRouted() error {
 	set.mu.Unlock()
 	all = append(all, set.live()...)
 	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, cs := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = cs.Close()
-		}()
-	}
-	wg.Wait()
+	parallel(len(all), func(i int) { errs[i] = all[i].Close() })
 	s.stopRevoking()
 	return errors.Join(errs...)
 }

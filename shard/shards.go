@@ -366,22 +366,25 @@ func (r *Shards) Close() error {
 	clients, sessions := r.clients, r.sessions
 	r.sessions = nil
 	r.mu.Unlock()
-	errs := make([]error, len(sessions), len(sessions)+len(clients))
-	var wg sync.WaitGroup
-	i := 0
-	for s := range sessions {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			errs[i] = s.s.Close()
-		}(i)
-		i++
-	}
-	wg.Wait()
+	errs := make([]error, 0, len(sessions)+len(clients))
+	errs = append(errs, closeAll(sessions)...)
 	r.stop()
 	r.wg.Wait()
 	for _, cli := range clients {
 		errs = append(errs, cli.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// closeAll closes the sessions all at once and returns their errors.
+func closeAll(sessions map[*Session]struct{}) []error {
+	errs := make(chan error, len(sessions))
+	for s := range sessions {
+		go func() { errs <- s.s.Close() }()
+	}
+	out := make([]error, 0, len(sessions))
+	for range sessions {
+		out = append(out, <-errs)
+	}
+	return out
 }
