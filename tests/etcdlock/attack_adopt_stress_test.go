@@ -45,7 +45,7 @@ func TestAttackLockAllLostAnswersExclusive(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d answers lost, %d grants", lostN.Load(), x.granted.Load())
-	noKeysLeft(t, cli, x.names...)
+	noKeysLeft(t, cli, 15*time.Second, x.names...)
 }
 
 // lockedRand is a rand.Rand safe for concurrent use.

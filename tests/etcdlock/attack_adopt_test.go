@@ -55,19 +55,6 @@ func breakHolder(t *testing.T, cli *clientv3.Client, name string) {
 	}
 }
 
-// noKeysLeft waits until no name of names has a key.
-func noKeysLeft(t *testing.T, cli *clientv3.Client, names ...string) {
-	t.Helper()
-	waitFor(t, 15*time.Second, "no key of the set left", func() bool {
-		for _, n := range names {
-			if len(keysUnder(t, cli, n)) != 0 {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // heldExactly checks that ls holds every name with its only key.
 func heldExactly(t *testing.T, cli *clientv3.Client, ls *etcdlock.Locks, names ...string) {
 	t.Helper()
@@ -166,7 +153,7 @@ func TestAttackLockAllAdoptedSetEnds(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Errorf("LockAll: %v, want %v", err, tc.want)
 			}
-			noKeysLeft(t, cli, a, b)
+			noKeysLeft(t, cli, 15*time.Second, a, b)
 		})
 	}
 }
@@ -195,7 +182,7 @@ func TestAttackLockAllCanceledAtAdoption(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("try %v: %v, want context.Canceled", try, err)
 		}
-		noKeysLeft(t, cli, a, b)
+		noKeysLeft(t, cli, 15*time.Second, a, b)
 	}
 }
 
@@ -224,7 +211,7 @@ func TestAttackTryLockAllLostAnswer(t *testing.T) {
 				t.Errorf("TryLockAll with A broken: held %v", ls.All())
 				_ = ls.Unlock(ctx)
 			}
-			noKeysLeft(t, cli, a, b)
+			noKeysLeft(t, cli, 15*time.Second, a, b)
 			continue
 		}
 		if err != nil {
@@ -288,7 +275,7 @@ func TestAttackLockAllHeldEnqueueDeliveredLate(t *testing.T) {
 		time.Sleep(time.Second)
 		link.Restore()
 		clearHook(s)
-		noKeysLeft(t, direct, a, b)
+		noKeysLeft(t, direct, 15*time.Second, a, b)
 		// Nothing late comes back, and anyone can take both names.
 		time.Sleep(2 * time.Second)
 		other := locktest.OpenSession(t, direct)
@@ -340,7 +327,7 @@ func TestAttackLockAllHeldEnqueueAdopted(t *testing.T) {
 		if err := ls.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, direct, a, b)
+		noKeysLeft(t, direct, 15*time.Second, a, b)
 	}
 }
 
@@ -376,12 +363,12 @@ func TestAttackLockAllLostAnswerThenGone(t *testing.T) {
 				if !errors.Is(err, etcdlock.ErrSessionExpired) {
 					t.Errorf("revoke, try %v: %v, want ErrSessionExpired", try, err)
 				}
-				noKeysLeft(t, cli, a, b)
+				noKeysLeft(t, cli, 15*time.Second, a, b)
 				continue
 			}
 			if err != nil {
 				t.Errorf("broken, try %v: %v, want the set held", try, err)
-				noKeysLeft(t, cli, a, b)
+				noKeysLeft(t, cli, 15*time.Second, a, b)
 				continue
 			}
 			heldExactly(t, cli, ls, a, b)
@@ -412,7 +399,7 @@ func TestAttackTryLockAllLostRefusal(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	noKeysLeft(t, cli, a, b)
+	noKeysLeft(t, cli, 15*time.Second, a, b)
 	ls, err = etcdlock.TryLockAll(ctx, locktest.OpenSession(t, cli), a, b)
 	if err != nil {
 		t.Fatalf("TryLockAll of another session: %v", err)

@@ -25,13 +25,6 @@ var attackGrantsRunKinds = []struct {
 	}},
 }
 
-// attackGrantsNoKeys waits up to d for name to have no keys.
-func attackGrantsNoKeys(t *testing.T, name string, d time.Duration) {
-	t.Helper()
-	cli := shared.TestClient(t)
-	waitFor(t, d, "no key under "+name, func() bool { return len(keysUnder(t, cli, name)) == 0 })
-}
-
 // runRecovering runs f in a goroutine and returns what it recovered
 // (goexit: it ended with runtime.Goexit).
 func runRecovering(f func()) (rec any, goexit bool) {
@@ -66,7 +59,7 @@ func TestAttackRunGoexit(t *testing.T) {
 			if !goexit {
 				t.Fatal("want the goroutine ended by Goexit")
 			}
-			attackGrantsNoKeys(t, name, time.Second)
+			noKeysLeft(t, shared.TestClient(t), time.Second, name)
 		})
 	}
 }
@@ -89,8 +82,8 @@ func TestAttackRunNestedPanic(t *testing.T) {
 				if rec != "inner" {
 					t.Fatalf("recovered %v, want the inner panic", rec)
 				}
-				attackGrantsNoKeys(t, a, time.Second)
-				attackGrantsNoKeys(t, b, time.Second)
+				noKeysLeft(t, shared.TestClient(t), time.Second, a)
+				noKeysLeft(t, shared.TestClient(t), time.Second, b)
 				if _, err := etcdlock.NewMutex(locktest.OpenSession(t, shared.TestClient(t)), embedtest.UniqueName(t, "test")).TryLock(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -135,7 +128,7 @@ func TestAttackRunPanicAfterLoss(t *testing.T) {
 				if rec != "after loss" {
 					t.Fatalf("recovered %v, want the fn's panic", rec)
 				}
-				attackGrantsNoKeys(t, name, 3*time.Second)
+				noKeysLeft(t, shared.TestClient(t), 3*time.Second, name)
 			})
 		}
 	}
@@ -168,7 +161,7 @@ func TestAttackRunPanicOnReplacement(t *testing.T) {
 			if rec != "second term" {
 				t.Fatalf("recovered %v (calls %d), want the second term's panic", rec, calls)
 			}
-			attackGrantsNoKeys(t, name, time.Second)
+			noKeysLeft(t, shared.TestClient(t), time.Second, name)
 			resp, err := cli.Leases(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -59,5 +59,5 @@ func TestAttackLockAllCanceledOnCutLinkReturns(t *testing.T) {
 	if err := holder.Unlock(embedtest.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	noKeysLeft(t, direct, names...)
+	noKeysLeft(t, direct, 15*time.Second, names...)
 }

@@ -76,6 +76,19 @@ func keysUnder(t testing.TB, cli *clientv3.Client, name string) []string {
 	return keys
 }
 
+// noKeysLeft waits up to d until no name of names has a key on cli.
+func noKeysLeft(t *testing.T, cli *clientv3.Client, d time.Duration, names ...string) {
+	t.Helper()
+	waitFor(t, d, fmt.Sprintf("no key of %q left", names), func() bool {
+		for _, n := range names {
+			if len(keysUnder(t, cli, n)) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitFor polls cond every 20ms until it holds or d passes. It is for
 // state held in etcd, where no event can be awaited from the test.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {

@@ -25,10 +25,14 @@ type Stream struct {
 // when t ends.
 func (c *Client) Open(t testing.TB, path string, body any) (st *Stream, status int, first map[string]any) {
 	t.Helper()
-	b, _ := json.Marshal(body)
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, "POST", c.base+path, bytes.NewReader(b))
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
